@@ -1,0 +1,145 @@
+"""Frozen value types that flow through the pipeline.
+
+Pydantic lives at the edges (MQTT payloads, API, config files); inside the
+pipeline everything is one of these small immutable dataclasses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from gateway.contract import NodeKind
+
+
+@dataclass(frozen=True, slots=True)
+class RawMessage:
+    """An MQTT message as it arrived, before validation."""
+
+    topic: str
+    payload: bytes
+    received_at: datetime
+    mid: int = 0
+    qos: int = 0
+    retain: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One validated telemetry message: a node's sample at device time ``ts``.
+
+    ``(site_id, node_id, boot, seq)`` is the message's identity: a QoS 1
+    redelivery repeats it, a node that reboots draws a new ``boot``.
+    """
+
+    site_id: str
+    node_id: str
+    kind: NodeKind
+    ts: datetime
+    seq: int
+    boot: str
+    values: Mapping[str, float | bool]
+    received_at: datetime
+    battery_v: float | None = None
+    rssi_dbm: float | None = None
+
+    def number(self, name: str) -> float | None:
+        """A numeric field (booleans as 0/1), or None when absent."""
+        value = self.values.get(name)
+        return None if value is None else float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    """A node's retained availability message (``online``/``offline``)."""
+
+    site_id: str
+    node_id: str
+    online: bool
+    received_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A message that failed validation, kept with the reason it was refused."""
+
+    topic: str
+    payload: bytes
+    reason: str
+    detail: str
+    received_at: datetime
+    id: int | None = None
+
+
+class Severity(StrEnum):
+    """How urgent a finding or alert is."""
+
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class Audience(StrEnum):
+    """Who a finding is first for."""
+
+    HOMEOWNER = "homeowner"
+    PUBLIC_WORKS = "public_works"
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """Where in the ordinance texts a rule or number comes from."""
+
+    file: str  # e.g. "000_86c7187f3bed6ca5.txt"
+    section: str  # e.g. "(c)(2)b"
+    quote: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file} §{self.section}"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What a detector concluded about a site, with its evidence.
+
+    One open finding per (site, rule): updated while the condition holds,
+    cleared when it ends.
+    """
+
+    id: str
+    rule_id: str
+    site_id: str
+    severity: Severity
+    title: str
+    opened_at: datetime
+    updated_at: datetime
+    cleared_at: datetime | None = None
+    level: str = ""  # e.g. watch / warning / violation for icing risk
+    audience: tuple[Audience, ...] = (Audience.HOMEOWNER,)
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    citations: tuple[Citation, ...] = ()
+    action: str = ""  # what to do, in plain words
+
+    @property
+    def is_open(self) -> bool:
+        """True until the condition has cleared."""
+        return self.cleared_at is None
+
+
+class FindingChange(StrEnum):
+    """What happened to a finding."""
+
+    OPENED = "opened"
+    UPDATED = "updated"
+    CLEARED = "cleared"
+
+
+@dataclass(frozen=True, slots=True)
+class FindingEvent:
+    """A finding that opened, changed materially, or cleared."""
+
+    change: FindingChange
+    finding: Finding

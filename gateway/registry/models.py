@@ -1,0 +1,218 @@
+"""Site registry models (pydantic: this is a config-file edge) and the TOML loader.
+
+See ``docs/configuration.md`` for the file format and ``deploy/sites.example.toml``
+for the demo's registry.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterator
+from datetime import date
+from enum import StrEnum
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gateway.contract import ID_PATTERN, NodeKind
+from gateway.errors import ConfigError, NotFound
+
+_CFG = ConfigDict(extra="forbid", frozen=True)
+
+
+class NodeConfig(BaseModel):
+    """A sensor node installed at a site."""
+
+    model_config = _CFG
+    id: str = Field(pattern=ID_PATTERN)
+    kind: NodeKind
+    interval_s: float = Field(10.0, gt=0, description="Nominal seconds between samples")
+
+
+class PitConfig(BaseModel):
+    """Sump pit geometry and float-switch marks (cm above the pit floor)."""
+
+    model_config = _CFG
+    diameter_cm: float = Field(46.0, gt=0, description="18 in basin, the common residential size")
+    depth_cm: float = Field(76.0, gt=0, description="30 in basin")
+    pump_on_cm: float = Field(40.0, gt=0)
+    pump_off_cm: float = Field(18.0, ge=0)
+    alarm_cm: float = Field(55.0, gt=0, description="High-water alarm mark")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PitConfig:
+        if not self.pump_off_cm < self.pump_on_cm < self.alarm_cm <= self.depth_cm:
+            raise ValueError("need pump_off_cm < pump_on_cm < alarm_cm <= depth_cm")
+        return self
+
+    @property
+    def area_cm2(self) -> float:
+        """Horizontal cross-section of the pit."""
+        return 3.141592653589793 * (self.diameter_cm / 2) ** 2
+
+
+class DischargeDestination(StrEnum):
+    """Where the discharge line ends. Sanitary is never lawful in any of our texts."""
+
+    GRADE = "grade"  # onto the lawn / an absorbent surface
+    SWALE = "swale"  # a rear or side yard swale
+    STORM_LATERAL = "storm_lateral"  # the storm sewer lateral or a catch basin
+    SANITARY = "sanitary"  # floor drain, laundry tub, sanitary lateral
+
+
+class Waiver(BaseModel):
+    """A waiver or time extension granted by the village, e.g. Edgar (f)(3)."""
+
+    model_config = _CFG
+    rule: str = Field(description="Rule id it covers, e.g. sanitary_discharge")
+    start: date
+    end: date
+    reference: str = ""
+
+    def covers(self, day: date) -> bool:
+        """True on the days the waiver is in force (both ends included)."""
+        return self.start <= day <= self.end
+
+
+class Installation(BaseModel):
+    """What the installation audit and the detectors need to know about a site."""
+
+    model_config = _CFG
+    destination: DischargeDestination = DischargeDestination.GRADE
+    pipe_inside_diameter_in: float = Field(1.25, gt=0)
+    pipe_rigid: bool = True
+    valving_or_quick_connect: bool = False
+    check_valve: bool = True
+    check_valve_height_ft: float | None = Field(0.5, ge=0, description="Above floor grade")
+    air_gap: bool = False
+    union_coupling: bool = False
+    outlet_height_above_grade_ft: float | None = 1.0
+    outlet_to_foundation_ft: float | None = None
+    outlet_to_property_line_ft: float | None = None
+    outlet_to_walkway_ft: float | None = Field(None, description="Nearest sidewalk or walkway")
+    outlet_to_right_of_way_ft: float | None = Field(None, description="Street or right-of-way")
+    flows_toward_property_line: bool = False
+    absorbent_surface: bool = True
+    storm_sewer_available: bool = False
+    pit_to_floor_drain_ft: float | None = None
+    discharge_existing_since: date | None = Field(
+        None, description="First day of this discharge (grandfathering dates)"
+    )
+    line_length_m: float = Field(8.0, gt=0)
+    line_rise_m: float = Field(2.5, ge=0)
+
+
+class Contact(BaseModel):
+    """A homeowner contact and how they want to be told."""
+
+    model_config = _CFG
+    name: str = ""
+    email: str | None = None
+    webhook_url: str | None = None
+    apprise_urls: tuple[str, ...] = ()
+    channels: tuple[str, ...] = ("email",)
+    quiet_hours: tuple[int, int] | None = Field(None, description="(start_hour, end_hour) local")
+    units: str = "us"
+
+
+class SiteConfig(BaseModel):
+    """One property with a monitored sump."""
+
+    model_config = _CFG
+    id: str = Field(pattern=ID_PATTERN)
+    name: str
+    address: str = ""
+    jurisdiction: str = Field(description="Rule pack id, e.g. edgar")
+    timezone: str = "America/Chicago"
+    lat: float | None = Field(None, ge=-90, le=90)
+    lon: float | None = Field(None, ge=-180, le=180)
+    nodes: tuple[NodeConfig, ...] = Field(min_length=1)
+    pit: PitConfig = PitConfig()
+    installation: Installation = Installation()
+    waivers: tuple[Waiver, ...] = ()
+    contacts: tuple[Contact, ...] = ()
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _unique_nodes(self) -> SiteConfig:
+        ids = [n.id for n in self.nodes]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"site {self.id}: node ids repeat")
+        return self
+
+    @property
+    def tz(self) -> ZoneInfo:
+        """The site's time zone."""
+        return ZoneInfo(self.timezone)
+
+    def node(self, node_id: str) -> NodeConfig | None:
+        """The node with that id, if the site has it."""
+        return next((n for n in self.nodes if n.id == node_id), None)
+
+    def node_of_kind(self, kind: NodeKind) -> NodeConfig | None:
+        """The first node of a kind."""
+        return next((n for n in self.nodes if n.kind == kind), None)
+
+
+class _RegistryFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    site: list[SiteConfig] = Field(default_factory=list)
+
+
+class SiteRegistry:
+    """The loaded registry: sites by id, read-only."""
+
+    def __init__(self, sites: list[SiteConfig]) -> None:
+        ids = [s.id for s in sites]
+        dupes = {i for i in ids if ids.count(i) > 1}
+        if dupes:
+            raise ConfigError(f"site ids repeat: {sorted(dupes)}")
+        self._sites = {s.id: s for s in sites}
+
+    def __iter__(self) -> Iterator[SiteConfig]:
+        return iter(self._sites.values())
+
+    def __len__(self) -> int:
+        return len(self._sites)
+
+    def __contains__(self, site_id: object) -> bool:
+        return site_id in self._sites
+
+    def get(self, site_id: str) -> SiteConfig | None:
+        """The site, or None."""
+        return self._sites.get(site_id)
+
+    def require(self, site_id: str) -> SiteConfig:
+        """The site, or NotFound."""
+        site = self._sites.get(site_id)
+        if site is None:
+            raise NotFound(f"no site with id {site_id!r}")
+        return site
+
+    def in_jurisdiction(self, jurisdiction: str) -> list[SiteConfig]:
+        """Every site under one rule pack."""
+        return [s for s in self._sites.values() if s.jurisdiction == jurisdiction]
+
+
+def load_registry(path: Path) -> SiteRegistry:
+    """Read and validate a registry TOML file (``[[site]]`` tables)."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read site registry {path}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"site registry {path} is not valid TOML: {exc}") from exc
+    try:
+        parsed = _RegistryFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"site registry {path} is invalid:\n{exc}") from exc
+    return SiteRegistry(parsed.site)

@@ -1,0 +1,95 @@
+"""The one Settings class. Values come from arguments, ``SUMPWATCH_*`` environment
+variables, a ``.env`` file, or a TOML file given with ``--config``, in that order."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from gateway.errors import ConfigError
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_DIR = PACKAGE_DIR.parent
+
+
+class Settings(BaseSettings):
+    """Everything the gateway, API and alerting can be configured with."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SUMPWATCH_", env_file=".env", extra="ignore", validate_default=True
+    )
+
+    # Where state lives.
+    data_dir: Path = Field(Path("data"), description="Folder for the SQLite store and spools")
+    sites_file: Path = Field(
+        REPO_DIR / "deploy" / "sites.example.toml", description="Site registry (TOML)"
+    )
+    rule_packs_dir: Path | None = Field(None, description="Extra rule packs (TOML) folder")
+
+    # MQTT
+    mqtt_host: str = "127.0.0.1"
+    mqtt_port: int = 1883
+    mqtt_username: str | None = None
+    mqtt_password: SecretStr | None = None
+    mqtt_tls: bool = False
+    mqtt_ca_file: Path | None = None
+    mqtt_client_id: str = Field("sumpwatch-gateway", description="Fixed: the session is persistent")
+    mqtt_session_expiry_s: int = Field(7 * 86400, description="Broker keeps our queue this long")
+    mqtt_receive_maximum: int = Field(
+        20000, description="Unacknowledged QoS 1 messages the broker may send us at once"
+    )
+    mqtt_shared_group: str | None = Field(
+        None, description="Join the $share/<group>/ subscription (scale-out)"
+    )
+    mqtt_reconnect_max_s: float = 30.0
+
+    # Store
+    store: Literal["sqlite", "influxdb"] = "sqlite"
+    sqlite_path: Path | None = Field(None, description="Default: <data_dir>/sumpwatch.db")
+    batch_max: int = Field(5000, ge=1, description="Most messages written in one transaction")
+    batch_interval_s: float = Field(0.05, gt=0, description="Longest a message waits to be written")
+
+    # InfluxDB (store = "influxdb")
+    influx_url: str = "http://127.0.0.1:8086"
+    influx_database: str = "sumpwatch"
+    influx_username: str | None = None
+    influx_password: SecretStr | None = None
+    influx_token: SecretStr | None = None
+    influx_gzip: bool = True
+    influx_spool_max_bytes: int = 1_000_000_000
+
+    # Validation
+    max_future_skew_s: float = Field(300, description="Device clock may run this far ahead")
+    max_age_s: float = Field(90 * 86400, description="Older device timestamps are refused")
+
+    # API
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    secret_key: SecretStr = Field(
+        SecretStr("change-me-in-production"), description="Signs session cookies"
+    )
+    auth_enabled: bool = Field(False, description="Require login/API token on every endpoint")
+
+    # Detectors
+    silence_factor: float = Field(6.0, description="Silent after this many sample intervals")
+
+    @property
+    def sqlite_file(self) -> Path:
+        """The SQLite database file actually used."""
+        return self.sqlite_path or self.data_dir / "sumpwatch.db"
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build Settings from an optional TOML file plus explicit overrides."""
+    values: dict[str, Any] = {}
+    if config_file is not None:
+        try:
+            values.update(tomllib.loads(config_file.read_text()))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read settings file {config_file}: {exc}") from exc
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings(**values)

@@ -1,0 +1,132 @@
+"""A small async wrapper around one SQLite file (WAL mode).
+
+All writes go through one dedicated thread with one connection, so they are
+serialised without locks in Python; reads use a connection per reader thread, which
+WAL lets run beside the writer. Features keep their own tables: each repository
+calls :meth:`SqliteDatabase.ensure_schema` with its ``CREATE ... IF NOT EXISTS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from gateway.errors import StoreError, StoreUnavailable
+
+T = TypeVar("T")
+
+_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    # NORMAL is durable across application crashes in WAL mode; only a power loss
+    # can roll back the last transactions, which the broker then redelivers.
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA busy_timeout=5000",
+    "PRAGMA foreign_keys=ON",
+)
+
+
+class SqliteDatabase:
+    """One SQLite file: a writer thread and per-thread reader connections."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._writer: ThreadPoolExecutor | None = None
+        self._write_conn: sqlite3.Connection | None = None
+        self._readers = threading.local()
+        self._reader_pool: ThreadPoolExecutor | None = None
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        for pragma in _PRAGMAS:
+            conn.execute(pragma)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    async def open(self) -> None:
+        """Create the file (and its folder) and start the writer thread."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
+        self._reader_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sqlite-reader")
+        loop = asyncio.get_running_loop()
+        try:
+            self._write_conn = await loop.run_in_executor(self._writer, self._connect)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open {self.path}: {exc}") from exc
+
+    async def close(self) -> None:
+        """Stop the threads and close every connection."""
+        if self._writer is not None:
+            conn = self._write_conn
+            if conn is not None:
+                await asyncio.get_running_loop().run_in_executor(self._writer, conn.close)
+            self._writer.shutdown(wait=True)
+            self._writer = None
+            self._write_conn = None
+        if self._reader_pool is not None:
+            self._reader_pool.shutdown(wait=True)
+            self._reader_pool = None
+        with self._lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` in one transaction on the writer thread."""
+        if self._writer is None or self._write_conn is None:
+            raise StoreUnavailable("database is not open")
+        conn = self._write_conn
+
+        def run() -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        return await self._call(self._writer, run)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` on a reader connection (sees the last commit)."""
+        if self._reader_pool is None:
+            raise StoreUnavailable("database is not open")
+
+        def run() -> T:
+            conn: sqlite3.Connection | None = getattr(self._readers, "conn", None)
+            if conn is None:
+                conn = self._connect()
+                self._readers.conn = conn
+                with self._lock:
+                    self._reader_conns.append(conn)
+            return fn(conn)
+
+        return await self._call(self._reader_pool, run)
+
+    async def ensure_schema(self, ddl: str) -> None:
+        """Apply ``CREATE ... IF NOT EXISTS`` statements (idempotent)."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            for statement in ddl.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+
+        await self.write(run)
+
+    async def _call(self, pool: ThreadPoolExecutor, fn: Callable[[], T]) -> T:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(pool, fn)
+        except sqlite3.OperationalError as exc:
+            # "database is locked", "disk I/O error", "database or disk is full":
+            # transient from our point of view; the caller keeps its batch and retries.
+            raise StoreUnavailable(f"{self.path.name}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path.name}: {exc}") from exc
