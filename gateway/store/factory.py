@@ -1,0 +1,17 @@
+"""Choose the time-series backend from settings."""
+
+from __future__ import annotations
+
+from gateway.settings import Settings
+from gateway.store.base import TimeSeriesStore
+from gateway.store.database import SqliteDatabase
+from gateway.store.sqlite import SqliteStore
+
+
+def make_store(settings: Settings, db: SqliteDatabase) -> TimeSeriesStore:
+    """The configured store (not yet opened)."""
+    if settings.store == "sqlite":
+        return SqliteStore(db)
+    from gateway.errors import ConfigError
+
+    raise ConfigError(f"store {settings.store!r} is not available in this build")
