@@ -107,9 +107,7 @@ class AirTelemetry(_TelemetryBase):
     readings: AirReadings
 
 
-Telemetry = Annotated[
-    PitTelemetry | DischargeTelemetry | AirTelemetry, Field(discriminator="kind")
-]
+Telemetry = Annotated[PitTelemetry | DischargeTelemetry | AirTelemetry, Field(discriminator="kind")]
 TELEMETRY_ADAPTER: TypeAdapter[PitTelemetry | DischargeTelemetry | AirTelemetry] = TypeAdapter(
     Telemetry
 )

@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     mqtt_port: int = 1883
     mqtt_username: str | None = None
     mqtt_password: SecretStr | None = None
+    mqtt_protocol: Literal["5", "3.1.1"] = Field(
+        "5", description="MQTT version; 3.1.1 only for the embedded demo broker"
+    )
     mqtt_tls: bool = False
     mqtt_ca_file: Path | None = None
     mqtt_client_id: str = Field("sumpwatch-gateway", description="Fixed: the session is persistent")

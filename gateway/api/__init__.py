@@ -1,0 +1,1 @@
+"""The HTTP API (FastAPI): sites, readings, findings, alerts, health, metrics."""

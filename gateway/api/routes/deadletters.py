@@ -1,0 +1,27 @@
+"""GET /deadletters."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from gateway.api.deps import RuntimeDep
+from gateway.api.models import DeadLetterPublic, DeadLettersPublic
+
+router = APIRouter(tags=["deadletters"])
+
+
+@router.get("/deadletters", response_model=DeadLettersPublic)
+async def deadletters(
+    runtime: RuntimeDep,
+    reason: Annotated[str | None, Query(description="Only this reason code")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> DeadLettersPublic:
+    """Refused messages, newest first, with counts per reason."""
+    items = await runtime.state.deadletters(reason=reason, limit=limit, offset=offset)
+    return DeadLettersPublic(
+        counts=await runtime.state.deadletter_counts(),
+        items=[DeadLetterPublic.of(d) for d in items],
+    )

@@ -1,0 +1,187 @@
+"""Start an MQTT broker for the demo and the tests.
+
+A real ``mosquitto`` process is used whenever the binary exists, configured from
+the shipped ``deploy/mosquitto/mosquitto.conf`` (its limits kept; listeners, paths
+and auth replaced). Only when Mosquitto is not installed does the demo fall back
+to the embedded pure-Python amqtt broker, run as a child process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway.errors import BrokerError
+from gateway.settings import REPO_DIR
+
+SHIPPED_CONF = REPO_DIR / "deploy" / "mosquitto" / "mosquitto.conf"
+_REPLACED = (
+    "listener",
+    "persistence_location",
+    "password_file",
+    "acl_file",
+    "allow_anonymous",
+    "certfile",
+    "keyfile",
+    "cafile",
+    "tls_version",
+    "require_certificate",
+    "log_dest",
+    "log_type",
+    "connection_messages",
+)
+
+
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def mosquitto_binary() -> str | None:
+    """Path of the mosquitto binary, if installed (Debian puts it in /usr/sbin)."""
+    return shutil.which("mosquitto") or (
+        "/usr/sbin/mosquitto" if os.access("/usr/sbin/mosquitto", os.X_OK) else None
+    )
+
+
+def render_mosquitto_conf(
+    port: int,
+    data_dir: Path,
+    *,
+    shipped: Path = SHIPPED_CONF,
+    password_file: Path | None = None,
+    acl_file: Path | None = None,
+    extra: str = "",
+) -> str:
+    """The shipped config with a loopback listener on ``port`` and local paths."""
+    kept = []
+    for line in shipped.read_text().splitlines():
+        key = line.strip().split(" ", 1)[0]
+        if key and not key.startswith("#") and key in _REPLACED:
+            continue
+        kept.append(line)
+    kept += [
+        f"listener {port} 127.0.0.1",
+        f"persistence_location {data_dir}/",
+        f"allow_anonymous {'false' if password_file else 'true'}",
+        "log_dest stderr",
+        "log_type error",
+        "log_type warning",
+    ]
+    if password_file:
+        kept.append(f"password_file {password_file}")
+    if acl_file:
+        kept.append(f"acl_file {acl_file}")
+    if extra:
+        kept.append(extra)
+    return "\n".join(kept) + "\n"
+
+
+def wait_for_port(host: str, port: int, timeout: float = 15.0) -> None:
+    """Block until something accepts TCP connections on host:port."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise BrokerError(f"nothing listens on {host}:{port} after {timeout:.0f}s")
+
+
+@dataclass
+class BrokerProcess:
+    """A running broker child process."""
+
+    kind: str  # "mosquitto" or "amqtt"
+    host: str
+    port: int
+    process: subprocess.Popen[bytes]
+    data_dir: Path
+    conf_file: Path | None = None
+
+    @property
+    def protocol(self) -> str:
+        """The MQTT version the gateway should speak to it."""
+        return "5" if self.kind == "mosquitto" else "3.1.1"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL if it lingers (Mosquitto saves its persistence file)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def restart(self) -> None:
+        """Stop and start again on the same port and data (for fault tests)."""
+        self.stop()
+        self.process = _spawn(self.kind, self.port, self.conf_file)
+        wait_for_port(self.host, self.port)
+
+
+def _spawn(kind: str, port: int, conf_file: Path | None) -> subprocess.Popen[bytes]:
+    if kind == "mosquitto":
+        binary = mosquitto_binary()
+        if binary is None or conf_file is None:
+            raise BrokerError("mosquitto is not installed")
+        cmd = [binary, "-c", str(conf_file)]
+    else:
+        cmd = [sys.executable, "-m", "gateway.embedded_broker", "--port", str(port)]
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def start_broker(
+    data_dir: Path | None = None,
+    *,
+    port: int | None = None,
+    prefer: str = "mosquitto",
+    password_file: Path | None = None,
+    acl_file: Path | None = None,
+    extra_conf: str = "",
+) -> BrokerProcess:
+    """Start Mosquitto (or amqtt when Mosquitto is missing) on a free loopback port."""
+    data_dir = data_dir or Path(tempfile.mkdtemp(prefix="sumpwatch-broker-"))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    kind = "mosquitto" if prefer == "mosquitto" and mosquitto_binary() else "amqtt"
+    conf_file: Path | None = None
+    if kind == "mosquitto":
+        conf_file = data_dir / "mosquitto.conf"
+        conf_file.write_text(
+            render_mosquitto_conf(
+                port, data_dir, password_file=password_file, acl_file=acl_file, extra=extra_conf
+            )
+        )
+    process = _spawn(kind, port, conf_file)
+    broker = BrokerProcess(kind, "127.0.0.1", port, process, data_dir, conf_file)
+    try:
+        wait_for_port(broker.host, port)
+    except BrokerError:
+        broker.stop()
+        raise
+    if process.poll() is not None:
+        raise BrokerError(f"{kind} exited with code {process.returncode}")
+    return broker
+
+
+@contextlib.contextmanager
+def running_broker(data_dir: Path | None = None, **kwargs: object) -> Iterator[BrokerProcess]:
+    """A broker for the duration of a with-block."""
+    broker = start_broker(data_dir, **kwargs)  # type: ignore[arg-type]
+    try:
+        yield broker
+    finally:
+        broker.stop()

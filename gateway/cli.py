@@ -1,0 +1,180 @@
+"""The ``sumpwatch`` command line (typer)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+from rich.console import Console
+
+from gateway.settings import REPO_DIR, Settings, load_settings
+
+app = typer.Typer(
+    name="sumpwatch",
+    help="SumpWatch: sump-pump monitoring gateway, simulator, rules, alerts and reports.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console(stderr=True)
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="Settings TOML file (see docs/configuration.md)"),
+]
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+    )
+
+
+def serve(settings: Settings, *, log_level: str = "info") -> None:
+    """Run the gateway and its API in this process until SIGINT/SIGTERM."""
+    from gateway.app import create_app
+
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.api_host,
+        port=settings.api_port,
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=10,
+    )
+    uvicorn.Server(config).run()
+
+
+@app.command()
+def gateway(
+    config: ConfigOpt = None,
+    mqtt_host: Annotated[str | None, typer.Option(help="Broker host")] = None,
+    mqtt_port: Annotated[int | None, typer.Option(help="Broker port")] = None,
+    sites: Annotated[Path | None, typer.Option(help="Site registry TOML")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Folder for the SQLite store")] = None,
+    api_port: Annotated[int | None, typer.Option(help="HTTP port of the API")] = None,
+    verbose: bool = False,
+) -> None:
+    """Run the ingestion gateway with its HTTP API (one process)."""
+    _logging(verbose)
+    settings = load_settings(
+        config,
+        mqtt_host=mqtt_host,
+        mqtt_port=mqtt_port,
+        sites_file=sites,
+        data_dir=data_dir,
+        api_port=api_port,
+    )
+    serve(settings)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@app.command()
+def demo(
+    homes: Annotated[int, typer.Option(help="Simulated homes (from the demo registry)")] = 12,
+    port: Annotated[int, typer.Option(help="HTTP port (a free one is picked if taken)")] = 8000,
+    data_dir: Annotated[Path, typer.Option(help="Where the demo keeps its data")] = Path(
+        "data/demo"
+    ),
+    sites: Annotated[Path, typer.Option(help="Site registry")] = REPO_DIR
+    / "deploy"
+    / "sites.example.toml",
+    embedded_broker: Annotated[
+        bool, typer.Option(help="Use the embedded amqtt broker even if Mosquitto is installed")
+    ] = False,
+    verbose: bool = False,
+) -> None:
+    """Broker + simulated homes + gateway + dashboard, in one command. Ctrl-C stops all."""
+    from gateway.broker import free_port, start_broker
+
+    _logging(verbose)
+    broker = start_broker(data_dir / "broker", prefer="amqtt" if embedded_broker else "mosquitto")
+    console.print(f"[bold]broker[/]: {broker.kind} on {broker.host}:{broker.port}")
+    sim = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "simulate",
+            "--sites",
+            str(sites),
+            "--homes",
+            str(homes),
+            "--host",
+            broker.host,
+            "--port",
+            str(broker.port),
+        ],
+        stdin=subprocess.DEVNULL,
+    )
+    api_port = port if _port_free(port) else free_port()
+    settings = Settings(
+        data_dir=data_dir,
+        sites_file=sites,
+        mqtt_host=broker.host,
+        mqtt_port=broker.port,
+        mqtt_protocol="5" if broker.protocol == "5" else "3.1.1",
+        api_port=api_port,
+        mqtt_client_id=f"sumpwatch-demo-{broker.port}",
+    )
+    console.print(f"[bold green]SumpWatch demo[/]: http://127.0.0.1:{api_port}/  (Ctrl-C to stop)")
+    try:
+        serve(settings, log_level="warning")
+    finally:
+        sim.terminate()
+        try:
+            sim.wait(10)
+        except subprocess.TimeoutExpired:
+            sim.kill()
+        broker.stop()
+        console.print("demo stopped")
+
+
+@app.command()
+def schema(
+    out: Annotated[Path, typer.Option(help="Where to write it")] = REPO_DIR
+    / "docs"
+    / "telemetry.schema.json",
+) -> None:
+    """Write the telemetry payload JSON Schema (generated from the pydantic models)."""
+    from gateway.contract import json_schema
+
+    out.write_text(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
+    console.print(f"wrote {out}")
+
+
+def _mount_optional_commands() -> None:
+    """Commands that live with their feature's package."""
+    try:
+        from firmware_sim.cli import plot, simulate
+    except ImportError:  # pragma: no cover - the simulator package is part of the repo
+        return
+    app.command("simulate")(simulate)
+    app.command("plot-scenario")(plot)
+
+
+_mount_optional_commands()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Dead-letter and node-status tables (always in the SQLite state database)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from gateway.domain import DeadLetter, StatusChange
+from gateway.store.database import SqliteDatabase
+from gateway.store.sqlite import from_epoch
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS deadletters (
+    id INTEGER PRIMARY KEY,
+    received_at REAL NOT NULL,
+    topic TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    reason TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS deadletters_reason ON deadletters (reason, received_at);
+CREATE TABLE IF NOT EXISTS node_status (
+    site_id TEXT NOT NULL,
+    node_id TEXT NOT NULL,
+    online INTEGER NOT NULL,
+    changed_at REAL NOT NULL,
+    PRIMARY KEY (site_id, node_id)
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatus:
+    """The last availability a node announced."""
+
+    site_id: str
+    node_id: str
+    online: bool
+    changed_at: datetime
+
+
+def insert_deadletters(conn: sqlite3.Connection, letters: Sequence[DeadLetter]) -> None:
+    """Insert dead letters inside the caller's transaction."""
+    conn.executemany(
+        "INSERT INTO deadletters (received_at, topic, payload, reason, detail) VALUES (?,?,?,?,?)",
+        [(d.received_at.timestamp(), d.topic, d.payload, d.reason, d.detail) for d in letters],
+    )
+
+
+def upsert_statuses(conn: sqlite3.Connection, changes: Sequence[StatusChange]) -> None:
+    """Record node availability inside the caller's transaction."""
+    conn.executemany(
+        "INSERT INTO node_status (site_id, node_id, online, changed_at) VALUES (?,?,?,?) "
+        "ON CONFLICT (site_id, node_id) DO UPDATE SET online = excluded.online, "
+        "changed_at = excluded.changed_at",
+        [(c.site_id, c.node_id, int(c.online), c.received_at.timestamp()) for c in changes],
+    )
+
+
+class StateRepository:
+    """Dead letters and node availability."""
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        self.db = db
+
+    async def open(self) -> None:
+        """Create the tables."""
+        await self.db.ensure_schema(SCHEMA)
+
+    async def save(self, letters: Sequence[DeadLetter], statuses: Sequence[StatusChange]) -> None:
+        """Store dead letters and status changes in one transaction."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            insert_deadletters(conn, letters)
+            upsert_statuses(conn, statuses)
+
+        await self.db.write(run)
+
+    async def deadletters(
+        self, *, reason: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[DeadLetter]:
+        """Newest dead letters first."""
+        sql = "SELECT * FROM deadletters"
+        args: list[object] = []
+        if reason is not None:
+            sql += " WHERE reason = ?"
+            args.append(reason)
+        sql += " ORDER BY id DESC LIMIT ? OFFSET ?"
+        args += [limit, offset]
+
+        def run(conn: sqlite3.Connection) -> list[DeadLetter]:
+            return [
+                DeadLetter(
+                    topic=r["topic"],
+                    payload=bytes(r["payload"]),
+                    reason=r["reason"],
+                    detail=r["detail"],
+                    received_at=from_epoch(r["received_at"]),
+                    id=r["id"],
+                )
+                for r in conn.execute(sql, args)
+            ]
+
+        return await self.db.read(run)
+
+    async def deadletter_counts(self) -> dict[str, int]:
+        """How many dead letters per reason."""
+
+        def run(conn: sqlite3.Connection) -> dict[str, int]:
+            rows = conn.execute("SELECT reason, COUNT(*) FROM deadletters GROUP BY reason")
+            return {reason: int(n) for reason, n in rows}
+
+        return await self.db.read(run)
+
+    async def statuses(self, site_id: str | None = None) -> list[NodeStatus]:
+        """Known node availability."""
+        sql = "SELECT * FROM node_status"
+        args: tuple[str, ...] = ()
+        if site_id is not None:
+            sql += " WHERE site_id = ?"
+            args = (site_id,)
+
+        def run(conn: sqlite3.Connection) -> list[NodeStatus]:
+            return [
+                NodeStatus(
+                    r["site_id"], r["node_id"], bool(r["online"]), from_epoch(r["changed_at"])
+                )
+                for r in conn.execute(sql, args)
+            ]
+
+        return await self.db.read(run)

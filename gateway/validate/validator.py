@@ -1,0 +1,144 @@
+"""The validation stage: pure, no I/O. Every message ends as exactly one of a
+Reading, a StatusChange or a DeadLetter with a stable reason code."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from pydantic import ValidationError
+
+from gateway.contract import (
+    MAX_PAYLOAD_BYTES,
+    STATUS_OFFLINE,
+    STATUS_ONLINE,
+    TELEMETRY_ADAPTER,
+    parse_topic,
+)
+from gateway.domain import DeadLetter, RawMessage, Reading, StatusChange
+
+#: Stable reason codes of dead letters (documented in docs/telemetry.md).
+REASONS = (
+    "unknown_topic",
+    "payload_too_large",
+    "not_json",
+    "missing_field",
+    "wrong_type",
+    "out_of_range",
+    "unknown_field",
+    "bad_value",
+    "unknown_kind",
+    "identity_mismatch",
+    "clock_ahead",
+    "too_old",
+    "bad_status",
+)
+
+_ERROR_REASONS = {
+    "json_invalid": "not_json",
+    "json_type": "not_json",
+    "missing": "missing_field",
+    "extra_forbidden": "unknown_field",
+    "greater_than": "out_of_range",
+    "greater_than_equal": "out_of_range",
+    "less_than": "out_of_range",
+    "less_than_equal": "out_of_range",
+    "finite_number": "out_of_range",
+    "union_tag_invalid": "unknown_kind",
+    "union_tag_not_found": "missing_field",
+    "model_attributes_type": "wrong_type",
+    "model_type": "wrong_type",
+    "dict_type": "wrong_type",
+}
+
+
+def reason_of(exc: ValidationError) -> tuple[str, str]:
+    """A reason code and a readable detail for a pydantic error."""
+    errors = exc.errors(include_url=False, include_input=False)
+    first = errors[0]
+    kind = first["type"]
+    reason = _ERROR_REASONS.get(kind)
+    if reason is None:
+        reason = "wrong_type" if kind.endswith(("_type", "_parsing")) else "bad_value"
+    # loc[0] is the union member (pit/discharge/air); the rest is the field path.
+    detail = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc'][1:]) or 'payload'}: {e['msg']}" for e in errors[:5]
+    )
+    return reason, detail
+
+
+class Validator:
+    """Turns a RawMessage into a Reading, a StatusChange or a DeadLetter."""
+
+    def __init__(
+        self,
+        *,
+        max_future_skew_s: float = 300.0,
+        max_age_s: float = 90 * 86400.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._skew = timedelta(seconds=max_future_skew_s)
+        self._max_age = timedelta(seconds=max_age_s)
+        self._clock = clock
+
+    def validate(self, raw: RawMessage) -> Reading | StatusChange | DeadLetter:
+        """Classify one message. Never raises for bad input."""
+        parts = parse_topic(raw.topic)
+        if parts is None:
+            return self._dead(
+                raw,
+                "unknown_topic",
+                "topic does not match sumpwatch/v1/<site>/<node>/"
+                "telemetry|status with ids of [a-z0-9_-]{1,64}",
+            )
+        if len(raw.payload) > MAX_PAYLOAD_BYTES:
+            return self._dead(
+                raw, "payload_too_large", f"{len(raw.payload)} bytes > {MAX_PAYLOAD_BYTES}"
+            )
+        if parts.channel == "status":
+            text = raw.payload.decode("utf-8", "replace").strip()
+            if text not in (STATUS_ONLINE, STATUS_OFFLINE):
+                return self._dead(raw, "bad_status", f"status must be online|offline, not {text!r}")
+            return StatusChange(
+                parts.site_id, parts.node_id, text == STATUS_ONLINE, raw.received_at
+            )
+        try:
+            msg = TELEMETRY_ADAPTER.validate_json(raw.payload)
+        except ValidationError as exc:
+            reason, detail = reason_of(exc)
+            return self._dead(raw, reason, detail)
+        except UnicodeDecodeError as exc:  # pragma: no cover - pydantic reports json_invalid
+            return self._dead(raw, "not_json", str(exc))
+        if msg.site_id != parts.site_id or msg.node_id != parts.node_id:
+            return self._dead(
+                raw,
+                "identity_mismatch",
+                f"payload says {msg.site_id}/{msg.node_id}, topic says "
+                f"{parts.site_id}/{parts.node_id}",
+            )
+        now = self._clock()
+        if msg.ts - now > self._skew:
+            return self._dead(
+                raw, "clock_ahead", f"ts {msg.ts.isoformat()} is ahead of {now:%Y-%m-%dT%H:%M:%SZ}"
+            )
+        if now - msg.ts > self._max_age:
+            return self._dead(
+                raw, "too_old", f"ts {msg.ts.isoformat()} is older than {self._max_age}"
+            )
+        values = {k: v for k, v in msg.readings.__dict__.items() if v is not None}
+        return Reading(
+            site_id=msg.site_id,
+            node_id=msg.node_id,
+            kind=msg.kind,
+            ts=msg.ts.astimezone(UTC),
+            seq=msg.seq,
+            boot=msg.boot,
+            values=values,
+            received_at=raw.received_at,
+            battery_v=msg.battery_v,
+            rssi_dbm=msg.rssi_dbm,
+        )
+
+    @staticmethod
+    def _dead(raw: RawMessage, reason: str, detail: str) -> DeadLetter:
+        return DeadLetter(raw.topic, raw.payload, reason, detail, raw.received_at)

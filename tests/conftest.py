@@ -1,0 +1,48 @@
+"""Shared fixtures: real service processes on free ports with temp dirs."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.broker import BrokerProcess, mosquitto_binary, start_broker
+from gateway.runtime import Runtime, run_gateway
+from gateway.settings import REPO_DIR, Settings
+from tests.mqtt_helpers import wait_connected
+
+DEMO_SITES = REPO_DIR / "deploy" / "sites.example.toml"
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A real Mosquitto started with the shipped limits on a free port."""
+    if mosquitto_binary() is None:
+        pytest.fail("mosquitto is not installed (scripts/test.sh installs it)")
+    broker = start_broker(tmp_path / "mosquitto")
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def gateway_settings(tmp_path: Path, mosquitto: BrokerProcess) -> Settings:
+    """Settings for a gateway on the test broker with its store in a temp dir."""
+    return Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        data_dir=tmp_path / "data",
+        sites_file=DEMO_SITES,
+        mqtt_host=mosquitto.host,
+        mqtt_port=mosquitto.port,
+        mqtt_client_id=f"gw-{uuid.uuid4().hex[:8]}",
+        batch_interval_s=0.02,
+    )
+
+
+@pytest.fixture
+async def gateway(gateway_settings: Settings) -> AsyncIterator[Runtime]:
+    """A running gateway (ingest, store, rules) without HTTP."""
+    async with run_gateway(gateway_settings) as runtime:
+        await wait_connected(runtime)
+        yield runtime

@@ -1,0 +1,123 @@
+"""Issue 2: simulated sensors -> Mosquitto -> gateway -> SQLite store, on real parts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from gateway.broker import BrokerProcess
+from gateway.runtime import Runtime, run_gateway
+from gateway.settings import Settings
+from gateway.store.base import SeriesQuery
+from tests.mqtt_helpers import pit_messages, pit_payload, publish, wait_connected, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+async def _stored(runtime: Runtime, expected: int, timeout: float = 60.0) -> None:
+    async def done() -> bool:
+        return await runtime.store.count() >= expected
+
+    await wait_until(done, timeout)
+
+
+async def test_2000_published_messages_are_stored_exactly_once_with_their_values(
+    gateway: Runtime, mosquitto: BrokerProcess
+) -> None:
+    messages = pit_messages(2000)
+    await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, messages)
+    await _stored(gateway, 2000)
+    await asyncio.sleep(0.3)  # anything extra would have arrived by now
+    assert await gateway.store.count() == 2000
+    rows = await gateway.store.readings(SeriesQuery("elm-12", node_id="pit", limit=5000))
+    assert sorted(r.seq for r in rows) == list(range(2000))
+    for r in rows:
+        assert r.values["level_cm"] == float(r.seq % 60)
+        assert r.values["pump_on"] is (r.seq % 2 == 1)
+        assert r.values["water_temp_c"] == 10.5
+    assert gateway.metrics.duplicates == 0
+
+
+async def test_messages_published_while_the_gateway_is_down_are_stored_after_restart(
+    gateway_settings: Settings, mosquitto: BrokerProcess
+) -> None:
+    # First run creates the persistent session at the broker.
+    async with run_gateway(gateway_settings) as runtime:
+        await wait_connected(runtime)
+    messages = pit_messages(5000)
+    await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, messages)
+    async with run_gateway(gateway_settings) as runtime:
+        await _stored(runtime, 5000)
+        await asyncio.sleep(0.3)
+        assert await runtime.store.count() == 5000
+
+
+async def test_the_same_message_delivered_twice_yields_one_row(
+    gateway: Runtime, mosquitto: BrokerProcess
+) -> None:
+    message = pit_messages(1)[0]
+    await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, [message, message])
+
+    async def both_seen() -> bool:
+        return gateway.metrics.stored + gateway.metrics.duplicates >= 2
+
+    await wait_until(both_seen)
+    assert await gateway.store.count() == 1
+    assert gateway.metrics.duplicates == 1
+
+
+async def test_a_rebooted_node_restarting_its_sequence_does_not_collide(
+    gateway: Runtime, mosquitto: BrokerProcess
+) -> None:
+    first = pit_messages(10, boot="boot1")
+    second = pit_messages(10, boot="boot2")  # same seq numbers 0..9, new boot id
+    await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, first + second)
+    await _stored(gateway, 20)
+    assert await gateway.store.count() == 20
+
+
+def _payload(**changes: object) -> bytes:
+    payload = pit_payload()
+    for key, value in changes.items():
+        if key.startswith("readings."):
+            payload["readings"][key.split(".", 1)[1]] = value
+        elif value is ...:
+            del payload[key]
+        else:
+            payload[key] = value
+    return json.dumps(payload).encode()
+
+
+MALFORMED = {
+    "not_json": ("sumpwatch/v1/elm-12/pit/telemetry", b"{not json"),
+    "wrong_type": ("sumpwatch/v1/elm-12/pit/telemetry", _payload(**{"readings.level_cm": "20"})),
+    "missing_field": ("sumpwatch/v1/elm-12/pit/telemetry", _payload(seq=...)),
+    "out_of_range": ("sumpwatch/v1/elm-12/pit/telemetry", _payload(**{"readings.level_cm": 900})),
+    "unknown_topic": ("sumpwatch/v1/elm-12/pit/extra/telemetry", _payload()),
+}
+
+
+@pytest.mark.parametrize("reason", sorted(MALFORMED))
+async def test_a_malformed_message_is_dead_lettered_and_valid_traffic_keeps_flowing(
+    reason: str, gateway: Runtime, mosquitto: BrokerProcess
+) -> None:
+    topic, payload = MALFORMED[reason]
+    # The bad topic must still reach the gateway's subscription to be judged.
+    if reason == "unknown_topic":
+        topic = "sumpwatch/v1/Elm 12/pit/telemetry"
+    await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, [(topic, payload)])
+    await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, pit_messages(5))
+    await _stored(gateway, 5)
+
+    async def dead_lettered() -> bool:
+        return bool(await gateway.state.deadletters())
+
+    await wait_until(dead_lettered)
+    letters = await gateway.state.deadletters()
+    assert [d.reason for d in letters] == [reason]
+    assert letters[0].payload == payload
+    assert letters[0].topic == topic
+    assert letters[0].detail
+    assert gateway.metrics.rejected[reason] == 1
