@@ -1,0 +1,225 @@
+"""Turn an alert and a notification into what a channel sends: subject, plain text,
+HTML (escaped), a JSON payload, and the retained MQTT state of a site."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from jinja2 import Environment, select_autoescape
+
+from alerts.models import Alert, AlertState, Notification, OutgoingMessage, Reason
+from gateway.registry.models import SiteConfig
+
+_REASON_PREFIX = {
+    Reason.OPENED: "",
+    Reason.RAISED: "Worse: ",
+    Reason.REPEAT: "Reminder: ",
+    Reason.ESCALATED: "Ordinance violation: ",
+    Reason.RESOLVED: "Resolved: ",
+    Reason.STATE: "",
+}
+
+# (suffix, unit, us unit, factor, offset): evidence keys carry their unit as a suffix.
+_UNITS: tuple[tuple[str, str, str, float, float], ...] = (
+    ("_cm", "cm", "in", 1 / 2.54, 0.0),
+    ("_m", "m", "ft", 3.28084, 0.0),
+    ("_lpm", "L/min", "gal/min", 0.264172, 0.0),
+    ("_kpa", "kPa", "psi", 0.145038, 0.0),
+    ("_c", "°C", "°F", 1.8, 32.0),
+    ("_a", "A", "A", 1.0, 0.0),
+    ("_s", "s", "s", 1.0, 0.0),
+)
+
+
+def format_evidence(evidence: Mapping[str, Any], units: str) -> list[tuple[str, str]]:
+    """Evidence as (label, value) lines, converted to US units when ``units == "us"``."""
+    lines = []
+    for key, value in evidence.items():
+        label, text = key.replace("_", " "), str(value)
+        if isinstance(value, float | int) and not isinstance(value, bool):
+            for suffix, unit, us_unit, factor, offset in _UNITS:
+                if key.endswith(suffix):
+                    label = key[: -len(suffix)].replace("_", " ")
+                    if units == "us":
+                        text = f"{value * factor + offset:.1f} {us_unit}"
+                    else:
+                        text = f"{value:.1f} {unit}"
+                    break
+            else:
+                text = f"{value:g}"
+        lines.append((label, text))
+    return lines
+
+
+_TEXT = """{{ title }}
+
+Site: {{ site_name }}{% if address %}, {{ address }}{% endif %}
+Severity: {{ severity }}{% if level %} ({{ level }}){% endif %}
+State: {{ state }}
+Since: {{ opened }}
+{% if resolved %}Resolved: {{ resolved }}{% if resolve_note %} ({{ resolve_note }}){% endif %}
+{% endif %}{% if action %}
+What to do:
+{{ action }}
+{% endif %}{% if evidence %}
+Evidence:
+{% for label, value in evidence %}  - {{ label }}: {{ value }}
+{% endfor %}{% endif %}{% if citations %}
+Ordinance:
+{% for c in citations %}  - {{ c.file }} §{{ c.section }}
+{%- if c.quote %}: "{{ c.quote }}"{% endif %}
+{% endfor %}{% endif %}
+Alert {{ alert_id }}{% if link %} - {{ link }}{% endif %}
+{% if ack_hint %}{{ ack_hint }}
+{% endif %}"""
+
+_HTML = """<!doctype html>
+<html><body style="font-family: sans-serif">
+<h2>{{ title }}</h2>
+<p><strong>{{ site_name }}</strong>{% if address %}, {{ address }}{% endif %}</p>
+<table>
+<tr><th align="left">Severity</th>
+<td>{{ severity }}{% if level %} ({{ level }}){% endif %}</td></tr>
+<tr><th align="left">State</th><td>{{ state }}</td></tr>
+<tr><th align="left">Since</th><td>{{ opened }}</td></tr>
+{% if resolved %}<tr><th align="left">Resolved</th><td>{{ resolved }}
+{% if resolve_note %} ({{ resolve_note }}){% endif %}</td></tr>{% endif %}
+</table>
+{% if action %}<h3>What to do</h3><p>{{ action }}</p>{% endif %}
+{% if evidence %}<h3>Evidence</h3><ul>
+{% for label, value in evidence %}<li>{{ label }}: {{ value }}</li>
+{% endfor %}</ul>{% endif %}
+{% if citations %}<h3>Ordinance</h3><ul>
+{% for c in citations %}<li>{{ c.file }} §{{ c.section }}{% if c.quote %}:
+<q>{{ c.quote }}</q>{% endif %}</li>
+{% endfor %}</ul>{% endif %}
+<p>Alert {{ alert_id }}{% if link %} - <a href="{{ link }}">{{ link }}</a>{% endif %}</p>
+{% if ack_hint %}<p>{{ ack_hint }}</p>{% endif %}
+</body></html>
+"""
+
+_ENV = Environment(autoescape=select_autoescape(default=True), keep_trailing_newline=True)
+# Plain text: nothing to escape.
+_TEXT_ENV = Environment(autoescape=False, keep_trailing_newline=True)
+_TEXT_T = _TEXT_ENV.from_string(_TEXT)
+_HTML_T = _ENV.from_string(_HTML)
+
+
+def _local(ts: datetime | None, tz: ZoneInfo) -> str:
+    return "" if ts is None else ts.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def subject(alert: Alert, reason: Reason, site_name: str) -> str:
+    """The e-mail subject / notification title."""
+    return (
+        f"[SumpWatch] {_REASON_PREFIX[reason]}{alert.severity.value.upper()}: "
+        f"{alert.title} - {site_name}"
+    )
+
+
+def alert_dict(alert: Alert) -> dict[str, Any]:
+    """An alert as JSON-ready data (webhook body, MQTT state)."""
+
+    def iso(ts: datetime | None) -> str | None:
+        return None if ts is None else ts.isoformat()
+
+    return {
+        "id": alert.id,
+        "site_id": alert.site_id,
+        "jurisdiction": alert.jurisdiction,
+        "rule_id": alert.rule_id,
+        "finding_id": alert.finding_id,
+        "state": alert.state.value,
+        "severity": alert.severity.value,
+        "level": alert.level,
+        "title": alert.title,
+        "action": alert.action,
+        "audience": list(alert.audience),
+        "evidence": dict(alert.evidence),
+        "citations": [dict(c) for c in alert.citations],
+        "opened_at": iso(alert.opened_at),
+        "updated_at": iso(alert.updated_at),
+        "acknowledged_at": iso(alert.acknowledged_at),
+        "acknowledged_by": alert.acknowledged_by,
+        "resolved_at": iso(alert.resolved_at),
+        "resolved_by": alert.resolved_by,
+        "assignee": alert.assignee,
+        "escalated_at": iso(alert.escalated_at),
+    }
+
+
+def render(
+    alert: Alert,
+    notification: Notification,
+    site: SiteConfig | None,
+    *,
+    public_url: str | None = None,
+    now: datetime,
+) -> OutgoingMessage:
+    """Render one notification of one alert for its channel."""
+    tz = site.tz if site is not None else ZoneInfo("UTC")
+    site_name = site.name if site is not None else alert.site_id
+    link = f"{public_url.rstrip('/')}/alerts/{alert.id}" if public_url else ""
+    ack_hint = (
+        "Acknowledge this alert to stop the reminders."
+        if notification.audience == "homeowner" and alert.state is AlertState.OPEN
+        and alert.severity.value == "critical"
+        else ""
+    )
+    ctx = {
+        "title": alert.title,
+        "site_name": site_name,
+        "address": site.address if site is not None else "",
+        "severity": alert.severity.value,
+        "level": alert.level,
+        "state": alert.state.value,
+        "opened": _local(alert.opened_at, tz),
+        "resolved": _local(alert.resolved_at, tz),
+        "resolve_note": alert.resolve_note or "",
+        "action": alert.action,
+        "evidence": format_evidence(alert.evidence, notification.units),
+        "citations": alert.citations,
+        "alert_id": alert.id,
+        "link": link,
+        "ack_hint": ack_hint,
+    }
+    payload = {
+        "notification_id": notification.id,
+        "event": notification.reason.value,
+        "audience": notification.audience,
+        "sent_at": now.isoformat(),
+        "alert": alert_dict(alert),
+        "site": {"id": alert.site_id, "name": site_name},
+    }
+    return OutgoingMessage(
+        notification_id=notification.id,
+        channel=notification.channel,
+        recipient=notification.recipient,
+        recipient_name=notification.recipient_name,
+        subject=subject(alert, notification.reason, site_name),
+        text=_TEXT_T.render(ctx),
+        html=_HTML_T.render(ctx),
+        payload=payload,
+        severity=alert.severity,
+    )
+
+
+def site_state(site_id: str, alerts: Iterable[Alert], now: datetime) -> dict[str, Any]:
+    """The retained MQTT document of a site: its alerts that are not resolved."""
+    active = [a for a in alerts if a.state is not AlertState.RESOLVED]
+    rank = {"info": 0, "warning": 1, "critical": 2}
+    highest = max((a.severity.value for a in active), key=rank.__getitem__, default=None)
+    return {
+        "site_id": site_id,
+        "updated_at": now.isoformat(),
+        "active": len(active),
+        "unacknowledged": sum(a.state is AlertState.OPEN for a in active),
+        "highest_severity": highest,
+        "alerts": [
+            {k: v for k, v in alert_dict(a).items() if k not in ("evidence", "citations")}
+            for a in active
+        ],
+    }
