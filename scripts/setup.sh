@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Idempotent set-up shared by the demo and the test commands:
+#   - system packages the suite needs (Mosquitto, InfluxDB 1.x, Chromium, poppler) via apt-get;
+#   - a virtual environment in .venv with the project and its dev extras.
+# Usage: scripts/setup.sh [--system] [--python]; with no flag, both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_system=1
+want_python=1
+if [ $# -gt 0 ]; then
+  want_system=0
+  want_python=0
+  for arg in "$@"; do
+    case "$arg" in
+      --system) want_system=1 ;;
+      --python) want_python=1 ;;
+      *) echo "unknown option $arg" >&2; exit 2 ;;
+    esac
+  done
+fi
+
+if [ "$want_system" = 1 ]; then
+  need=()
+  command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
+  command -v mosquitto_pub >/dev/null 2>&1 || need+=(mosquitto-clients)
+  [ -x /usr/bin/influxd ] || need+=(influxdb)
+  [ -x /usr/bin/chromium ] || need+=(chromium)
+  command -v pdftoppm >/dev/null 2>&1 || need+=(poppler-utils)
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "setup: installing ${need[*]}" >&2
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    # Debian's packages may start their own daemons; the tests never use them
+    # (every test starts its own process on a free port).
+  fi
+fi
+
+if [ "$want_python" = 1 ]; then
+  python=${PYTHON:-python3}
+  if [ ! -x .venv/bin/python ]; then
+    "$python" -m venv .venv
+  fi
+  stamp=.venv/.sumpwatch-installed
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+    .venv/bin/python -m pip install -q -e '.[dev]'
+    touch "$stamp"
+  fi
+fi
