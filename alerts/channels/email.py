@@ -8,12 +8,17 @@ that thread or dedupe on it show it once.
 from __future__ import annotations
 
 from email.message import EmailMessage
-from email.utils import formataddr, formatdate
+from email.policy import SMTP
+from email.utils import formataddr, formatdate, parseaddr
 
 import aiosmtplib
 
 from alerts.config import SmtpConfig
 from alerts.models import DeliveryResult, OutgoingMessage
+
+# Fold headers only past RFC 5322's hard limit: a subject folded right after
+# "Subject:" comes back with a leading space from some parsers.
+_POLICY = SMTP.clone(max_line_length=998)
 
 
 def message_id(notification_id: str, sender: str) -> str:
@@ -24,7 +29,7 @@ def message_id(notification_id: str, sender: str) -> str:
 
 def build_message(message: OutgoingMessage, sender: str) -> EmailMessage:
     """A multipart/alternative e-mail: plain text first, HTML second."""
-    msg = EmailMessage()
+    msg = EmailMessage(policy=_POLICY)
     msg["From"] = sender
     msg["To"] = formataddr((message.recipient_name, message.recipient))
     msg["Subject"] = message.subject
@@ -51,8 +56,11 @@ class EmailChannel:
         cfg = self._config
         password = cfg.password.get_secret_value() if cfg.password is not None else None
         try:
+            # Sent as bytes: aiosmtplib would re-fold headers at 78 columns.
             _, reply = await aiosmtplib.send(
-                build_message(message, cfg.sender),
+                build_message(message, cfg.sender).as_bytes(),
+                sender=parseaddr(cfg.sender)[1],
+                recipients=[message.recipient],
                 hostname=cfg.host,
                 port=cfg.port,
                 username=cfg.username,
