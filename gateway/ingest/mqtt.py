@@ -113,7 +113,12 @@ class MqttSource:
                     self._client = client
                     self._generation += 1
                     generation = self._generation
-                    await client.subscribe([(t, SubscribeOptions(qos=1)) for t in self._topics()])
+                    if self._settings.mqtt_protocol == "5":
+                        await client.subscribe(
+                            [(t, SubscribeOptions(qos=1)) for t in self._topics()]
+                        )
+                    else:
+                        await client.subscribe([(t, 1) for t in self._topics()])
                     self._set_connected(True)
                     delay = 0.5
                     log.info("subscribed to %s", self._topics())

@@ -6,12 +6,17 @@ interface, so they work unchanged on either backend.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Literal, Protocol
 
+from gateway.contract import NodeKind
 from gateway.domain import Reading
+
+#: Rollup bucket widths.
+Resolution = Literal["1m", "1h"]
+RESOLUTION_SECONDS: dict[str, int] = {"1m": 60, "1h": 3600}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +37,50 @@ class SeriesQuery:
     start: datetime | None = None
     end: datetime | None = None
     limit: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class FieldStats:
+    """Summary of one field's samples in a bucket (booleans as 0/1)."""
+
+    count: int
+    min: float
+    max: float
+    mean: float
+    last: float
+
+
+@dataclass(frozen=True, slots=True)
+class Rollup:
+    """One node's aggregate over one bucket ``[start, start + resolution)``.
+
+    ``stats`` summarises the samples taken in the bucket. The totals treat each
+    sample as holding until the next one (at most ``rollups.MAX_HOLD_S``), clipped
+    to the bucket, so they add up exactly from 1-minute to 1-hour buckets and to a
+    season: ``pump_on_s`` seconds the primary pump ran, ``pump_cycles`` its
+    off→on transitions (counted in the bucket of the "on" sample), the same two for
+    the backup pump, and ``pumped_volume_l`` the outlet flow integrated over time
+    (discharge nodes). A bucket with no samples may still exist when a held value
+    reaches into it (``samples == 0``).
+    """
+
+    site_id: str
+    node_id: str
+    kind: NodeKind
+    resolution: Resolution
+    start: datetime
+    samples: int
+    stats: Mapping[str, FieldStats] = field(default_factory=dict)
+    pump_cycles: int = 0
+    pump_on_s: float = 0.0
+    backup_pump_cycles: int = 0
+    backup_pump_on_s: float = 0.0
+    pumped_volume_l: float = 0.0
+
+    @property
+    def end(self) -> datetime:
+        """The first instant after the bucket."""
+        return self.start + timedelta(seconds=RESOLUTION_SECONDS[self.resolution])
 
 
 class TimeSeriesStore(Protocol):
@@ -63,3 +112,20 @@ class TimeSeriesStore(Protocol):
 
     async def healthy(self) -> bool:
         """True when a write would succeed now."""
+
+    async def rollups(
+        self,
+        site_id: str,
+        resolution: Resolution,
+        start: datetime,
+        end: datetime,
+        node_id: str | None = None,
+    ) -> list[Rollup]:
+        """Stored rollups of a site whose bucket starts in [start, end), by start then node."""
+
+    async def refresh_rollups(self, until: datetime | None = None) -> int:
+        """Recompute the buckets that new readings touched, up to ``until`` (default now).
+
+        Idempotent; call it periodically (the app does every minute). Returns how many
+        1-minute buckets were recomputed.
+        """

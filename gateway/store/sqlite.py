@@ -15,7 +15,8 @@ from typing import Any
 
 from gateway.contract import FIELDS, NodeKind
 from gateway.domain import Reading
-from gateway.store.base import SeriesQuery
+from gateway.store import rollups as rollup_math
+from gateway.store.base import Resolution, Rollup, SeriesQuery
 from gateway.store.database import SqliteDatabase
 
 _FIELD_NAMES = tuple(FIELDS)
@@ -48,6 +49,23 @@ CREATE TABLE IF NOT EXISTS readings (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS readings_site_node_ts ON readings (site_id, node_id, ts);
 """
+
+_ROLLUP_VALUE_COLUMNS = rollup_math.rollup_columns()
+ROLLUP_SCHEMA = "".join(
+    f"""
+CREATE TABLE IF NOT EXISTS rollup_{res} (
+    site_id TEXT NOT NULL,
+    node_id TEXT NOT NULL,
+    bucket INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    {", ".join(f"{name} REAL" for name in _ROLLUP_VALUE_COLUMNS)},
+    PRIMARY KEY (site_id, node_id, bucket)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS rollup_{res}_site_bucket ON rollup_{res} (site_id, bucket);
+"""
+    for res in ("1m", "1h")
+)
+_ROLLUP_COLUMNS = ("site_id", "node_id", "bucket", "kind", *_ROLLUP_VALUE_COLUMNS)
 
 _INSERT = (
     f"INSERT OR IGNORE INTO readings ({', '.join(_COLUMNS)}) "
@@ -111,22 +129,32 @@ class SqliteStore:
 
     def __init__(self, db: SqliteDatabase) -> None:
         self.db = db
+        self.dirty = rollup_math.DirtyLog(db)
 
     async def open(self) -> None:
-        """Create the readings table."""
+        """Create the readings and rollup tables."""
         await self.db.ensure_schema(SCHEMA)
+        await self.db.ensure_schema(ROLLUP_SCHEMA)
+        await self.dirty.open()
 
     async def close(self) -> None:
         """Nothing to flush: every write is its own committed transaction."""
 
     async def write(self, readings: Sequence[Reading]) -> int:
-        """Insert a batch in one transaction; duplicates are ignored."""
+        """Insert a batch in one transaction; duplicates are ignored.
+
+        The minutes the batch touches are marked for the next rollup refresh in the
+        same transaction.
+        """
         rows = [_row(r) for r in readings]
+        marks = rollup_math.dirty_keys(readings)
 
         def run(conn: sqlite3.Connection) -> int:
             before = conn.total_changes
             conn.executemany(_INSERT, rows)
-            return conn.total_changes - before
+            new = conn.total_changes - before
+            rollup_math.DirtyLog.mark_in(conn, marks)
+            return new
 
         return await self.db.write(run)
 
@@ -189,3 +217,70 @@ class SqliteStore:
             return await self.db.write(run)
         except Exception:
             return False
+
+    async def rollups(
+        self,
+        site_id: str,
+        resolution: Resolution,
+        start: datetime,
+        end: datetime,
+        node_id: str | None = None,
+    ) -> list[Rollup]:
+        """Stored rollups whose bucket starts in [start, end), by start then node."""
+        table = _rollup_table(resolution)
+        sql = f"SELECT * FROM {table} WHERE site_id = ? AND bucket >= ? AND bucket < ?"
+        args: list[Any] = [site_id, start.timestamp(), end.timestamp()]
+        if node_id is not None:
+            sql += " AND node_id = ?"
+            args.append(node_id)
+        sql += " ORDER BY bucket, node_id"
+
+        def run(conn: sqlite3.Connection) -> list[Rollup]:
+            return [
+                rollup_math.rollup_from_values(
+                    row["site_id"],
+                    row["node_id"],
+                    NodeKind(row["kind"]),
+                    resolution,
+                    from_epoch(row["bucket"]),
+                    dict(zip(row.keys(), row, strict=True)),
+                )
+                for row in conn.execute(sql, args)
+            ]
+
+        return await self.db.read(run)
+
+    async def save_rollups(self, rollups: Sequence[Rollup]) -> None:
+        """Insert or replace rollups (one transaction per call)."""
+        by_table: dict[str, list[tuple[Any, ...]]] = {}
+        for r in rollups:
+            values = rollup_math.rollup_values(r)
+            row = (
+                r.site_id,
+                r.node_id,
+                int(r.start.timestamp()),
+                r.kind.value,
+                *(values.get(name) for name in _ROLLUP_VALUE_COLUMNS),
+            )
+            by_table.setdefault(_rollup_table(r.resolution), []).append(row)
+
+        def run(conn: sqlite3.Connection) -> None:
+            for table, rows in by_table.items():
+                conn.executemany(
+                    f"INSERT OR REPLACE INTO {table} ({', '.join(_ROLLUP_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' for _ in _ROLLUP_COLUMNS)})",
+                    rows,
+                )
+
+        if by_table:
+            await self.db.write(run)
+
+    async def refresh_rollups(self, until: datetime | None = None) -> int:
+        """Recompute the rollup buckets that new readings touched (see ``rollups``)."""
+        return await rollup_math.refresh(self, self.dirty, until)
+
+
+def _rollup_table(resolution: Resolution) -> str:
+    if resolution not in ("1m", "1h"):
+        raise ValueError(f"unknown rollup resolution {resolution!r}")
+    return f"rollup_{resolution}"
