@@ -1,0 +1,261 @@
+"""Alerts API: list and filter, acknowledge, assign, resolve, and the delivery log.
+
+The AlertManager comes from ``request.app.state.runtime.alerts``. Who acts is given
+in the body (``by``) until the auth issue adds users.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from pydantic import BaseModel, Field
+
+from alerts.channels.apprise import redact
+from alerts.manager import AlertManager
+from alerts.models import (
+    Alert,
+    AlertQuery,
+    AlertState,
+    DeliveryAttempt,
+    InvalidTransition,
+    Notification,
+)
+from gateway.domain import Severity
+from gateway.errors import NotFound
+
+router = APIRouter(tags=["alerts"])
+
+
+def get_alerts(request: Request) -> AlertManager:
+    """The running AlertManager."""
+    manager: AlertManager = request.app.state.runtime.alerts
+    return manager
+
+
+AlertsDep = Annotated[AlertManager, Depends(get_alerts)]
+
+
+class CitationPublic(BaseModel):
+    """Where the rule comes from in the ordinance texts."""
+
+    file: str
+    section: str
+    quote: str = ""
+
+
+class AlertBase(BaseModel):
+    """What an alert is about."""
+
+    site_id: str
+    jurisdiction: str
+    rule_id: str
+    severity: Severity
+    level: str
+    title: str
+    action: str
+
+
+class AlertPublic(AlertBase):
+    """An alert with its lifecycle."""
+
+    id: str
+    finding_id: str
+    state: AlertState
+    audience: list[str]
+    citations: list[CitationPublic]
+    evidence: dict[str, Any]
+    opened_at: datetime
+    updated_at: datetime
+    acknowledged_at: datetime | None
+    acknowledged_by: str | None
+    ack_note: str | None
+    resolved_at: datetime | None
+    resolved_by: str | None
+    resolve_note: str | None
+    assignee: str | None
+    escalate_at: datetime | None
+    escalated_at: datetime | None
+    repeats: int
+    flaps: int = Field(description="Times the finding cleared and re-opened within the window")
+
+    @classmethod
+    def of(cls, a: Alert) -> AlertPublic:
+        """From the domain value."""
+        return cls(
+            id=a.id, site_id=a.site_id, jurisdiction=a.jurisdiction, rule_id=a.rule_id,
+            finding_id=a.finding_id, state=a.state, severity=a.severity, level=a.level,
+            title=a.title, action=a.action, audience=list(a.audience),
+            citations=[CitationPublic(**c) for c in a.citations], evidence=dict(a.evidence),
+            opened_at=a.opened_at, updated_at=a.updated_at,
+            acknowledged_at=a.acknowledged_at, acknowledged_by=a.acknowledged_by,
+            ack_note=a.ack_note, resolved_at=a.resolved_at, resolved_by=a.resolved_by,
+            resolve_note=a.resolve_note, assignee=a.assignee, escalate_at=a.escalate_at,
+            escalated_at=a.escalated_at, repeats=a.repeats, flaps=a.flaps,
+        )
+
+
+class NotificationPublic(BaseModel):
+    """One outbox entry: a message to one recipient over one channel."""
+
+    id: str
+    audience: str
+    channel: str
+    recipient: str
+    reason: str
+    status: str
+    attempts: int
+    created_at: datetime
+    not_before: datetime
+    next_attempt_at: datetime | None
+    sent_at: datetime | None
+    last_error: str | None
+
+    @classmethod
+    def of(cls, n: Notification) -> NotificationPublic:
+        """From the domain value (Apprise URLs redacted: they carry tokens)."""
+        return cls(
+            id=n.id, audience=n.audience, channel=n.channel,
+            recipient=redact(n.recipient) if n.channel == "apprise" else n.recipient,
+            reason=n.reason.value, status=n.status.value, attempts=n.attempts,
+            created_at=n.created_at, not_before=n.not_before,
+            next_attempt_at=n.next_attempt_at, sent_at=n.sent_at, last_error=n.last_error,
+        )
+
+
+class AlertDetail(AlertPublic):
+    """An alert with its notifications."""
+
+    notifications: list[NotificationPublic]
+
+
+class DeliveryPublic(BaseModel):
+    """One delivery attempt and its result."""
+
+    id: int
+    notification_id: str
+    alert_id: str
+    channel: str
+    recipient: str
+    attempt: int
+    started_at: datetime
+    finished_at: datetime | None
+    ok: bool | None = Field(description="None while in flight")
+    detail: str
+
+    @classmethod
+    def of(cls, d: DeliveryAttempt) -> DeliveryPublic:
+        """From the domain value."""
+        return cls(
+            id=d.id, notification_id=d.notification_id, alert_id=d.alert_id,
+            channel=d.channel, recipient=d.recipient, attempt=d.attempt,
+            started_at=d.started_at, finished_at=d.finished_at, ok=d.ok, detail=d.detail,
+        )
+
+
+class AckCreate(BaseModel):
+    """Acknowledge: who, and an optional note."""
+
+    by: str = Field(min_length=1, max_length=200)
+    note: str | None = Field(None, max_length=2000)
+
+
+class ResolveCreate(AckCreate):
+    """Resolve by hand: who, and a note saying why."""
+
+
+class AssignCreate(BaseModel):
+    """Assign to someone at public works (null to unassign)."""
+
+    assignee: str | None = Field(max_length=200)
+
+
+def _not_found(exc: NotFound) -> HTTPException:
+    return HTTPException(status_code=404, detail=str(exc))
+
+
+@router.get("/alerts", response_model=list[AlertPublic])
+async def list_alerts(
+    alerts: AlertsDep,
+    site: Annotated[str | None, Query(description="Site id")] = None,
+    jurisdiction: Annotated[str | None, Query(description="Rule pack id")] = None,
+    state: AlertState | None = None,
+    severity: Severity | None = None,
+    rule: Annotated[str | None, Query(description="Rule id")] = None,
+    since: Annotated[datetime | None, Query(alias="from", description="Opened at or after")] = None,
+    until: Annotated[datetime | None, Query(alias="to", description="Opened before")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> list[AlertPublic]:
+    """Alerts, newest first, filtered."""
+    for name, ts in (("from", since), ("to", until)):
+        if ts is not None and ts.tzinfo is None:
+            raise HTTPException(422, f"'{name}' needs a time zone (e.g. Z)")
+    query = AlertQuery(site_id=site, jurisdiction=jurisdiction, state=state, severity=severity,
+                       rule_id=rule, since=since, until=until, limit=limit, offset=offset)
+    return [AlertPublic.of(a) for a in await alerts.list_alerts(query)]
+
+
+@router.get("/alerts/{alert_id}", response_model=AlertDetail)
+async def get_alert(alert_id: str, alerts: AlertsDep) -> AlertDetail:
+    """One alert with its notifications."""
+    try:
+        alert = await alerts.get(alert_id)
+    except NotFound as exc:
+        raise _not_found(exc) from exc
+    notes = await alerts.notifications(alert_id)
+    return AlertDetail(**AlertPublic.of(alert).model_dump(),
+                       notifications=[NotificationPublic.of(n) for n in notes])
+
+
+@router.post("/alerts/{alert_id}/ack", response_model=AlertPublic)
+async def acknowledge(alert_id: str, body: AckCreate, alerts: AlertsDep) -> AlertPublic:
+    """open -> acknowledged (stops the reminders); 409 unless open."""
+    try:
+        return AlertPublic.of(await alerts.acknowledge(alert_id, by=body.by, note=body.note))
+    except NotFound as exc:
+        raise _not_found(exc) from exc
+    except InvalidTransition as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from exc
+
+
+@router.post("/alerts/{alert_id}/assign", response_model=AlertPublic)
+async def assign(alert_id: str, body: AssignCreate, alerts: AlertsDep) -> AlertPublic:
+    """Set who handles the alert."""
+    try:
+        return AlertPublic.of(await alerts.assign(alert_id, assignee=body.assignee))
+    except NotFound as exc:
+        raise _not_found(exc) from exc
+
+
+@router.post("/alerts/{alert_id}/resolve", response_model=AlertPublic)
+async def resolve(alert_id: str, body: ResolveCreate, alerts: AlertsDep) -> AlertPublic:
+    """Resolve by hand with a note; 409 if already resolved."""
+    try:
+        return AlertPublic.of(await alerts.resolve(alert_id, by=body.by, note=body.note))
+    except NotFound as exc:
+        raise _not_found(exc) from exc
+    except InvalidTransition as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from exc
+
+
+@router.get("/alerts/{alert_id}/deliveries", response_model=list[DeliveryPublic])
+async def alert_deliveries(
+    alert_id: str, alerts: AlertsDep, limit: Annotated[int, Query(ge=1, le=5000)] = 500
+) -> list[DeliveryPublic]:
+    """Every delivery attempt of one alert, newest first."""
+    try:
+        await alerts.get(alert_id)
+    except NotFound as exc:
+        raise _not_found(exc) from exc
+    return [DeliveryPublic.of(d) for d in await alerts.deliveries(alert_id=alert_id,
+                                                                  limit=limit)]
+
+
+@router.get("/deliveries", response_model=list[DeliveryPublic])
+async def deliveries(
+    alerts: AlertsDep, limit: Annotated[int, Query(ge=1, le=5000)] = 500
+) -> list[DeliveryPublic]:
+    """The delivery log across all alerts, newest first."""
+    return [DeliveryPublic.of(d) for d in await alerts.deliveries(limit=limit)]
