@@ -1,0 +1,1 @@
+"""Per-site stateful detectors (small classes, one rule id each)."""

@@ -1,0 +1,166 @@
+"""Sanitary-sewer discharge: the pit says water was pumped, the outlet did not see it.
+
+Per pump cycle: pit volume = level drop x pit area + inflow during the run;
+outlet volume = mean outlet flow while the pump certainly ran x run time. A
+cycle is *unaccounted* when the outlet saw under 30 % of it with the line not
+pressurised (a blocked line is the frozen-line detector's case). Consecutive
+unaccounted cycles open the finding; consecutive accounted ones clear it. Inside
+an active waiver for ``sanitary_discharge`` the discharge is lawful: no finding.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from gateway.domain import Severity
+from gateway.rules.detectors.base import INACTIVE, PumpCycle, SiteState, Verdict, iso, r1
+from gateway.rules.thresholds import (
+    ACCOUNTED_RATIO,
+    FLOW_ABSENT_LPM,
+    FLOW_PRESENT_LPM,
+    MIN_CYCLE_VOLUME_L,
+    PRESSURE_BLOCKED_KPA,
+    SANITARY_CYCLES_TO_CLEAR,
+    SANITARY_CYCLES_TO_OPEN,
+    UNACCOUNTED_RATIO,
+)
+
+RULE_ID = "sanitary_discharge"
+#: Outlet samples may arrive a little after the pit's end-of-cycle sample.
+OUTLET_LAG = timedelta(seconds=5)
+#: Judge a cycle with what we have once the pit has moved on this far.
+GIVE_UP_AFTER = timedelta(minutes=3)
+
+
+class CycleClass(StrEnum):
+    ACCOUNTED = "accounted"
+    UNACCOUNTED = "unaccounted"
+    INCONCLUSIVE = "inconclusive"
+
+
+@dataclass(frozen=True, slots=True)
+class CycleJudgement:
+    """How one pump cycle's water balance came out."""
+
+    cycle: PumpCycle
+    verdict: CycleClass
+    pit_l: float
+    outlet_l: float | None
+    outlet_samples: int
+    reason: str
+
+    @property
+    def ratio(self) -> float | None:
+        """Outlet volume / pit volume."""
+        if self.outlet_l is None or self.pit_l <= 0:
+            return None
+        return self.outlet_l / self.pit_l
+
+
+def judge_cycle(cycle: PumpCycle, state: SiteState) -> CycleJudgement:
+    """Classify one finished cycle from the pit's and the outlet's point of view."""
+    duration_s = cycle.est_duration.total_seconds()
+    inflow_cm = state.cycles.fill_rate_cm_s() * duration_s
+    pit_l = state.ctx.litres(cycle.drop_cm + inflow_cm)
+    window = state.outlet.between(cycle.before_ts, cycle.end_ts + OUTLET_LAG)
+    certain = state.outlet.between(cycle.first_on_ts, cycle.last_on_ts) if cycle.seen else []
+
+    def result(kind: CycleClass, outlet_l: float | None, reason: str) -> CycleJudgement:
+        return CycleJudgement(cycle, kind, pit_l, outlet_l, len(certain), reason)
+
+    if pit_l < MIN_CYCLE_VOLUME_L:
+        return result(CycleClass.INCONCLUSIVE, None, "pump moved too little water to judge")
+    flow_seen = any(s.flow_lpm >= FLOW_PRESENT_LPM for s in window)
+    if not certain:
+        if flow_seen:
+            return result(CycleClass.ACCOUNTED, None, "outlet flowed during the run")
+        return result(CycleClass.INCONCLUSIVE, None, "no outlet sample while the pump ran")
+    mean_flow = sum(s.flow_lpm for s in certain) / len(certain)
+    outlet_l = mean_flow * duration_s / 60.0
+    ratio = outlet_l / pit_l
+    if mean_flow < FLOW_ABSENT_LPM and any(s.pressure_kpa >= PRESSURE_BLOCKED_KPA for s in certain):
+        return result(CycleClass.INCONCLUSIVE, outlet_l, "line pressurised without flow (blocked)")
+    if ratio < UNACCOUNTED_RATIO and not flow_seen:
+        return result(CycleClass.UNACCOUNTED, outlet_l, "outlet did not see the pumped water")
+    if ratio < UNACCOUNTED_RATIO:
+        return result(CycleClass.INCONCLUSIVE, outlet_l, "low outlet volume but flow was seen")
+    if ratio >= ACCOUNTED_RATIO or flow_seen:
+        return result(CycleClass.ACCOUNTED, outlet_l, "outlet accounts for the water")
+    return result(CycleClass.INCONCLUSIVE, outlet_l, "partial outlet volume")
+
+
+class SanitaryDischargeDetector:
+    """Stateful per-site detector of pumped water that never reaches the outlet."""
+
+    rule_id = RULE_ID
+
+    def __init__(self) -> None:
+        self.active = False
+        self._pending: deque[PumpCycle] = deque()
+        self._recent: deque[CycleJudgement] = deque(maxlen=6)
+        self._streak_unaccounted = 0
+        self._streak_accounted = 0
+
+    def restore_active(self) -> None:
+        """Continue a finding restored from the store."""
+        self.active = True
+
+    def add_cycle(self, cycle: PumpCycle) -> None:
+        """Queue a finished cycle until the outlet's samples for it have arrived."""
+        self._pending.append(cycle)
+
+    def poll(self, now: datetime, state: SiteState) -> Verdict | None:
+        """Judge the queued cycles whose outlet evidence is complete."""
+        verdict: Verdict | None = None
+        outlet_ts = state.outlet.last.ts if state.outlet.last else None
+        while self._pending:
+            cycle = self._pending[0]
+            ready = outlet_ts is not None and outlet_ts >= cycle.end_ts + OUTLET_LAG
+            if not ready and now - cycle.end_ts < GIVE_UP_AFTER:
+                break
+            self._pending.popleft()
+            verdict = self._judge(judge_cycle(cycle, state), state) or verdict
+        return verdict
+
+    def _judge(self, j: CycleJudgement, state: SiteState) -> Verdict | None:
+        if j.verdict is CycleClass.INCONCLUSIVE:
+            return None
+        self._recent.append(j)
+        if j.verdict is CycleClass.UNACCOUNTED:
+            self._streak_unaccounted += 1
+            self._streak_accounted = 0
+        else:
+            self._streak_accounted += 1
+            self._streak_unaccounted = 0
+        if self._streak_unaccounted >= SANITARY_CYCLES_TO_OPEN:
+            self.active = True
+        elif self._streak_accounted >= SANITARY_CYCLES_TO_CLEAR:
+            self.active = False
+        if not self.active:
+            return INACTIVE
+        site = state.ctx.site
+        day = j.cycle.end_ts.astimezone(site.tz).date()
+        waiver = next((w for w in site.waivers if w.rule == RULE_ID and w.covers(day)), None)
+        if waiver is not None:
+            return INACTIVE  # lawful for the time the written determination states
+        pack = state.ctx.pack
+        enforced = pack is not None and pack.rule(RULE_ID).enforced
+        unaccounted = [c for c in self._recent if c.verdict is CycleClass.UNACCOUNTED]
+        return Verdict(
+            True,
+            Severity.CRITICAL if enforced else Severity.WARNING,
+            "violation" if enforced else "advice",
+            {
+                "cycles_unaccounted": self._streak_unaccounted,
+                "pit_volume_l": r1(j.pit_l),
+                "outlet_volume_l": None if j.outlet_l is None else r1(j.outlet_l),
+                "outlet_share": None if j.ratio is None else round(j.ratio, 2),
+                "outlet_samples_during_run": j.outlet_samples,
+                "cycle_end": iso(j.cycle.end_ts),
+                "pumped_unaccounted_l": r1(sum(c.pit_l for c in unaccounted)),
+                "reason": j.reason,
+            },
+        )

@@ -1,0 +1,481 @@
+"""Rule packs: one TOML file per jurisdiction, loaded into frozen dataclasses.
+
+A pack is data: every number a rule uses (setbacks, season dates, pipe sizes,
+deadlines, fines) is a table with its value, unit and citation into the ordinance
+text. Code only knows a handful of *check kinds* and the detectors; adding a
+jurisdiction is adding a file. The format is documented in ``docs/rule-packs.md``.
+
+Pydantic validates the file (a config edge); the pipeline sees :class:`RulePack`.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from datetime import date, timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gateway.domain import Citation
+from gateway.errors import ConfigError
+from gateway.registry.models import Installation
+
+PACKS_DIR = Path(__file__).resolve().parent / "packs"
+
+#: Used when a pack's text sets no winter season; reports mark it as a default.
+DEFAULT_SEASON_START = (11, 15)
+DEFAULT_SEASON_END = (4, 15)
+
+CheckKind = Literal["min", "max", "gt", "lt", "equals", "in", "not_in"]
+RequirementStatus = Literal["fail", "advisory"]
+
+_CFG = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------- file models
+
+
+class _CiteModel(BaseModel):
+    model_config = _CFG
+    file: str = Field(min_length=1)
+    section: str = Field(min_length=1)
+    quote: str = ""
+
+    def build(self) -> Citation:
+        return Citation(self.file, self.section, self.quote)
+
+
+class _NumberModel(BaseModel):
+    model_config = _CFG
+    value: float | int | str
+    unit: str = ""
+    cite: _CiteModel
+    note: str = ""
+
+
+class _SeasonModel(BaseModel):
+    model_config = _CFG
+    defined: bool
+    start: _NumberModel | None = None
+    end: _NumberModel | None = None
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _both_ends(self) -> _SeasonModel:
+        if self.defined and (self.start is None or self.end is None):
+            raise ValueError("a defined season needs start and end (MM-DD with citations)")
+        for end in (self.start, self.end):
+            if end is not None:
+                _parse_month_day(str(end.value))
+        return self
+
+
+class _PenaltyModel(BaseModel):
+    model_config = _CFG
+    id: str
+    summary: str
+    per: Literal["day", "month", "violation", "year"]
+    min_usd: _NumberModel | None = None
+    max_usd: _NumberModel | None = None
+    after_violations: _NumberModel | None = None
+    within_days: _NumberModel | None = None
+    jail_days: _NumberModel | None = None
+    cite: _CiteModel | None = None
+
+    @model_validator(mode="after")
+    def _cited(self) -> _PenaltyModel:
+        if self.cite is None and self.min_usd is None and self.max_usd is None:
+            raise ValueError(f"penalty {self.id}: needs a cite or cited amounts")
+        return self
+
+
+class _RuleModel(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    enforced: bool
+    cites: list[_CiteModel] = Field(default_factory=list)
+    related: list[_CiteModel] = Field(default_factory=list)
+    note: str = ""
+    grace_period: str | None = Field(None, description="Dotted path of a days number")
+    waiver_cite: _CiteModel | None = None
+
+    @model_validator(mode="after")
+    def _cited_if_enforced(self) -> _RuleModel:
+        if self.enforced and not self.cites:
+            raise ValueError("an enforced rule needs at least one citation")
+        for name, extra in (self.model_extra or {}).items():
+            _NumberModel.model_validate(extra, context={"name": name})
+        return self
+
+
+class _RequirementModel(BaseModel):
+    model_config = _CFG
+    id: str
+    field: str
+    check: CheckKind
+    value: Any = None
+    number: str | None = None
+    cite: _CiteModel | None = None
+    when: dict[str, list[Any]] = Field(default_factory=dict)
+    unless_existing_before: str | None = None
+    status: RequirementStatus = "fail"
+    message: str
+    action: str = ""
+
+    @model_validator(mode="after")
+    def _shape(self) -> _RequirementModel:
+        fields = Installation.model_fields
+        for name in (self.field, *self.when):
+            if name not in fields:
+                raise ValueError(f"requirement {self.id}: unknown installation field {name!r}")
+        if (self.value is None) == (self.number is None):
+            raise ValueError(f"requirement {self.id}: give exactly one of value or number")
+        if self.number is None and self.cite is None:
+            raise ValueError(f"requirement {self.id}: a literal value needs a cite")
+        return self
+
+
+class _PackModel(BaseModel):
+    model_config = _CFG
+    id: str = Field(pattern=r"^[a-z0-9_.-]{1,64}$")
+    name: str
+    file: str
+    season: _SeasonModel
+    setbacks: dict[str, _NumberModel] = Field(default_factory=dict)
+    pipe: dict[str, _NumberModel] = Field(default_factory=dict)
+    deadlines: dict[str, _NumberModel] = Field(default_factory=dict)
+    dates: dict[str, _NumberModel] = Field(default_factory=dict)
+    building_sewer: dict[str, _NumberModel] = Field(default_factory=dict)
+    storm_sewer: dict[str, _NumberModel] = Field(default_factory=dict)
+    penalties: list[_PenaltyModel] = Field(default_factory=list)
+    rules: dict[str, _RuleModel] = Field(default_factory=dict)
+    requirements: list[_RequirementModel] = Field(default_factory=list)
+
+
+#: Top-level tables whose entries are cited numbers, reachable as "<table>.<name>".
+_NUMBER_TABLES = ("setbacks", "pipe", "deadlines", "dates", "building_sewer", "storm_sewer")
+
+
+# ---------------------------------------------------------------- pipeline types
+
+
+@dataclass(frozen=True, slots=True)
+class Number:
+    """A value from an ordinance, with its unit and citation."""
+
+    value: float | int | str
+    unit: str
+    citation: Citation
+    note: str = ""
+
+    @property
+    def as_float(self) -> float:
+        """The value as a float (numbers only)."""
+        if isinstance(self.value, str):
+            raise TypeError(f"{self.value!r} is not numeric")
+        return float(self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Season:
+    """The winter season, as a recurring (month, day) interval across New Year."""
+
+    start: tuple[int, int]
+    end: tuple[int, int]
+    is_default: bool
+    citations: tuple[Citation, ...] = ()
+    note: str = ""
+
+    def contains(self, day: date) -> bool:
+        """True if ``day`` falls in the season (both ends included)."""
+        md = (day.month, day.day)
+        if self.start <= self.end:
+            return self.start <= md <= self.end
+        return md >= self.start or md <= self.end
+
+    def label(self) -> str:
+        """E.g. "Nov 15 - Apr 15" (with "(default)" when the text sets none)."""
+        names = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+        text = (
+            f"{names[self.start[0] - 1]} {self.start[1]} - {names[self.end[0] - 1]} {self.end[1]}"
+        )
+        return text + (" (default)" if self.is_default else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Penalty:
+    """One penalty provision. Amounts are None when the text gives none."""
+
+    id: str
+    summary: str
+    per: str  # "day" | "month" | "violation" | "year"
+    min_usd: Number | None
+    max_usd: Number | None
+    citations: tuple[Citation, ...]
+    after_violations: Number | None = None
+    within_days: Number | None = None
+    jail_days: Number | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSpec:
+    """How a pack treats one detector rule id.
+
+    ``enforced`` is True only when the text really forbids the condition; then
+    findings cite ``citations`` and go to public works too. ``params`` holds
+    extra cited numbers for the detector (e.g. ``distance_ft`` for icing).
+    """
+
+    rule_id: str
+    enforced: bool
+    citations: tuple[Citation, ...] = ()
+    related: tuple[Citation, ...] = ()
+    note: str = ""
+    grace_period: timedelta | None = None
+    grace_citation: Citation | None = None
+    waiver_citation: Citation | None = None
+    params: Mapping[str, Number] = dc_field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One static installation requirement (see docs/rule-packs.md, check kinds)."""
+
+    id: str
+    field: str
+    check: CheckKind
+    expected: Any
+    citations: tuple[Citation, ...]
+    message: str
+    action: str
+    status: RequirementStatus = "fail"
+    when: Mapping[str, tuple[Any, ...]] = dc_field(default_factory=dict)
+    unless_existing_before: date | None = None
+    unit: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RulePack:
+    """A jurisdiction's rules, every number cited. Built by :func:`load_packs`."""
+
+    id: str
+    name: str
+    file: str
+    season: Season
+    numbers: Mapping[str, Number]
+    penalties: tuple[Penalty, ...]
+    rules: Mapping[str, RuleSpec]
+    requirements: tuple[Requirement, ...]
+    source: Path | None = None
+
+    def number(self, path: str) -> Number | None:
+        """A cited number by dotted path, e.g. ``"setbacks.property_line_ft"``."""
+        return self.numbers.get(path)
+
+    @property
+    def setbacks(self) -> dict[str, Number]:
+        """Setback distances by name (e.g. ``property_line_ft``)."""
+        return self._table("setbacks")
+
+    @property
+    def deadlines(self) -> dict[str, Number]:
+        """Deadlines in days by name (e.g. ``connection_order_days``)."""
+        return self._table("deadlines")
+
+    @property
+    def pipe(self) -> dict[str, Number]:
+        """Discharge pipe requirements (e.g. ``min_inside_diameter_in``)."""
+        return self._table("pipe")
+
+    def _table(self, prefix: str) -> dict[str, Number]:
+        cut = len(prefix) + 1
+        return {k[cut:]: v for k, v in self.numbers.items() if k.startswith(prefix + ".")}
+
+    def rule(self, rule_id: str) -> RuleSpec:
+        """The pack's treatment of a rule (not enforced, no citation, if absent)."""
+        return self.rules.get(rule_id) or RuleSpec(rule_id, enforced=False)
+
+    def grace_period(self, rule_id: str) -> timedelta | None:
+        """Time the text gives the owner to correct a finding of this rule, if any."""
+        return self.rule(rule_id).grace_period
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _parse_month_day(text: str) -> tuple[int, int]:
+    try:
+        month, day = (int(p) for p in text.split("-"))
+        date(2024, month, day)  # leap year: accepts 02-29
+    except ValueError as exc:
+        raise ValueError(f"season date {text!r} is not MM-DD") from exc
+    return month, day
+
+
+def _number(model: _NumberModel) -> Number:
+    return Number(model.value, model.unit, model.cite.build(), model.note)
+
+
+def _opt(model: _NumberModel | None) -> Number | None:
+    return None if model is None else _number(model)
+
+
+def _build(model: _PackModel, source: Path | None) -> RulePack:
+    numbers: dict[str, Number] = {}
+    for table in _NUMBER_TABLES:
+        for name, num in getattr(model, table).items():
+            numbers[f"{table}.{name}"] = _number(num)
+
+    rules: dict[str, RuleSpec] = {}
+    for rule_id, rule in model.rules.items():
+        params = {
+            name: _number(_NumberModel.model_validate(raw))
+            for name, raw in (rule.model_extra or {}).items()
+        }
+        for name, num in params.items():
+            numbers[f"rules.{rule_id}.{name}"] = num
+        grace: Number | None = None
+        if rule.grace_period is not None:
+            grace = numbers.get(rule.grace_period)
+            if grace is None or grace.unit != "days":
+                raise ConfigError(
+                    f"pack {model.id}: rule {rule_id} grace_period {rule.grace_period!r} "
+                    "must name a number in days"
+                )
+        rules[rule_id] = RuleSpec(
+            rule_id=rule_id,
+            enforced=rule.enforced,
+            citations=tuple(c.build() for c in rule.cites),
+            related=tuple(c.build() for c in rule.related),
+            note=rule.note,
+            grace_period=None if grace is None else timedelta(days=grace.as_float),
+            grace_citation=None if grace is None else grace.citation,
+            waiver_citation=None if rule.waiver_cite is None else rule.waiver_cite.build(),
+            params=MappingProxyType(params),
+        )
+
+    requirements = tuple(_requirement(model.id, r, numbers) for r in model.requirements)
+
+    if model.season.defined:
+        assert model.season.start is not None and model.season.end is not None
+        season = Season(
+            _parse_month_day(str(model.season.start.value)),
+            _parse_month_day(str(model.season.end.value)),
+            is_default=False,
+            citations=(model.season.start.cite.build(), model.season.end.cite.build()),
+            note=model.season.note,
+        )
+    else:
+        season = Season(
+            DEFAULT_SEASON_START, DEFAULT_SEASON_END, is_default=True, note=model.season.note
+        )
+
+    penalties = tuple(
+        Penalty(
+            id=p.id,
+            summary=p.summary,
+            per=p.per,
+            min_usd=_opt(p.min_usd),
+            max_usd=_opt(p.max_usd),
+            citations=_penalty_citations(p),
+            after_violations=_opt(p.after_violations),
+            within_days=_opt(p.within_days),
+            jail_days=_opt(p.jail_days),
+        )
+        for p in model.penalties
+    )
+    return RulePack(
+        id=model.id,
+        name=model.name,
+        file=model.file,
+        season=season,
+        numbers=MappingProxyType(numbers),
+        penalties=penalties,
+        rules=MappingProxyType(rules),
+        requirements=requirements,
+        source=source,
+    )
+
+
+def _penalty_citations(p: _PenaltyModel) -> tuple[Citation, ...]:
+    cites: list[Citation] = []
+    for item in (p.cite, *(n.cite if n else None for n in (p.min_usd, p.max_usd))):
+        if item is not None and item.build() not in cites:
+            cites.append(item.build())
+    return tuple(cites)
+
+
+def _requirement(pack_id: str, r: _RequirementModel, numbers: dict[str, Number]) -> Requirement:
+    citations: list[Citation] = []
+    if r.cite is not None:
+        citations.append(r.cite.build())
+    unit = ""
+    expected: Any = r.value
+    if r.number is not None:
+        num = numbers.get(r.number)
+        if num is None:
+            raise ConfigError(f"pack {pack_id}: requirement {r.id} names unknown number {r.number}")
+        expected, unit = num.value, num.unit
+        if num.citation not in citations:
+            citations.append(num.citation)
+    if r.check in ("min", "max", "gt", "lt") and not isinstance(expected, int | float):
+        raise ConfigError(f"pack {pack_id}: requirement {r.id} compares with a non-number")
+    if r.check in ("in", "not_in") and not isinstance(expected, list):
+        raise ConfigError(f"pack {pack_id}: requirement {r.id} needs a list value")
+    before: date | None = None
+    if r.unless_existing_before is not None:
+        num = numbers.get(r.unless_existing_before)
+        raw = num.value if num is not None else r.unless_existing_before
+        try:
+            before = date.fromisoformat(str(raw))
+        except ValueError as exc:
+            raise ConfigError(f"pack {pack_id}: requirement {r.id}: bad date {raw!r}") from exc
+        if num is not None and num.citation not in citations:
+            citations.append(num.citation)
+    return Requirement(
+        id=r.id,
+        field=r.field,
+        check=r.check,
+        expected=tuple(expected) if isinstance(expected, list) else expected,
+        citations=tuple(citations),
+        message=r.message,
+        action=r.action,
+        status=r.status,
+        when=MappingProxyType({k: tuple(v) for k, v in r.when.items()}),
+        unless_existing_before=before,
+        unit=unit,
+    )
+
+
+def load_pack(path: Path) -> RulePack:
+    """Read and validate one pack file."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read rule pack {path}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"rule pack {path} is not valid TOML: {exc}") from exc
+    try:
+        model = _PackModel.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"rule pack {path} is invalid:\n{exc}") from exc
+    if model.id != path.stem:
+        raise ConfigError(f"rule pack {path}: id {model.id!r} must equal the file name")
+    return _build(model, path)
+
+
+def load_packs(extra_dir: Path | None = None) -> dict[str, RulePack]:
+    """The packaged packs plus every ``*.toml`` in ``extra_dir`` (which may override)."""
+    packs: dict[str, RulePack] = {}
+    folders = [PACKS_DIR] + ([extra_dir] if extra_dir is not None else [])
+    for folder in folders:
+        if not folder.is_dir():
+            raise ConfigError(f"rule pack folder {folder} does not exist")
+        for path in sorted(folder.glob("*.toml")):
+            pack = load_pack(path)
+            packs[pack.id] = pack
+    return packs

@@ -1,0 +1,129 @@
+"""Hand-built telemetry sequences for detector unit tests and examples.
+
+A deliberately small sump: 1 s steps, constant inflow, a pump of fixed flow
+switched by the pit's float marks, and switches for the faults the detectors
+look for. It is not the scenario simulator (``firmware_sim``): it exists so each
+detector can be specified on a sequence whose truth is obvious.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from gateway.contract import NodeKind
+from gateway.domain import Reading
+from gateway.registry.models import SiteConfig
+
+_SEQ: dict[str, int] = {}
+
+
+def reading(
+    site_id: str, node_id: str, kind: NodeKind, ts: datetime, **values: float | bool
+) -> Reading:
+    """One Reading as the validator would produce it (``received_at`` = ``ts``)."""
+    key = f"{site_id}/{node_id}"
+    _SEQ[key] = _SEQ.get(key, 0) + 1
+    return Reading(site_id, node_id, kind, ts, _SEQ[key], "test", values, received_at=ts)
+
+
+@dataclass
+class Faults:
+    """What is wrong at the home (each a switch)."""
+
+    sanitary_share: float = 0.0  # share of pumped water diverted before the outlet
+    frozen: bool = False  # ice plug beyond the outlet node
+    stuck_float: bool = False  # pump never switches off
+    check_valve_failed: bool = False  # riser water falls back at each stop
+    pump_dead: bool = False  # pump never runs
+
+
+@dataclass
+class MiniSump:
+    """A 1 s step sump that emits pit, discharge and air readings."""
+
+    site: SiteConfig
+    start: datetime
+    inflow_lpm: float = 8.0
+    pump_lpm: float = 150.0
+    air_c: float = 5.0
+    pipe_c: float = 5.0
+    pit_interval_s: int = 10
+    outlet_interval_s: int = 10
+    air_interval_s: int = 60
+    outlet_offset_s: int = 3
+    noise: float = 0.0
+    seed: int = 1
+    faults: Faults = field(default_factory=Faults)
+    level_cm: float = 30.0
+    pump_on: bool = False
+    t: int = 0
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+        self.pit_id = self._node(NodeKind.PIT)
+        self.outlet_id = self._node(NodeKind.DISCHARGE)
+        self.air_id = self._node(NodeKind.AIR)
+
+    def _node(self, kind: NodeKind) -> str | None:
+        node = self.site.node_of_kind(kind)
+        return None if node is None else node.id
+
+    def _n(self, scale: float) -> float:
+        return self._rng.gauss(0.0, self.noise * scale) if self.noise else 0.0
+
+    def run(self, seconds: int) -> list[Reading]:
+        """Advance ``seconds`` and return the readings emitted, in time order."""
+        out: list[Reading] = []
+        pit = self.site.pit
+        area_l_per_cm = pit.area_cm2 / 1000.0
+        line_l = 3.14159 * (self.site.installation.pipe_inside_diameter_in * 0.0127) ** 2
+        line_l *= self.site.installation.line_length_m * 1000.0
+        for _ in range(seconds):
+            self.t += 1
+            f = self.faults
+            if not f.pump_dead and self.level_cm >= pit.pump_on_cm:
+                self.pump_on = True
+            pumping = self.pump_on and not f.frozen and self.level_cm > 6.0
+            self.level_cm += self.inflow_lpm / 60.0 / area_l_per_cm
+            if pumping:
+                self.level_cm -= self.pump_lpm / 60.0 / area_l_per_cm
+                self.level_cm = max(self.level_cm, 6.0)
+            if self.pump_on and self.level_cm <= pit.pump_off_cm and not f.stuck_float:
+                self.pump_on = False
+                if f.check_valve_failed:
+                    self.level_cm += line_l / area_l_per_cm
+            self.level_cm = min(self.level_cm, pit.depth_cm)
+            ts = self.start + timedelta(seconds=self.t)
+            sid = self.site.id
+            if self.pit_id and self.t % self.pit_interval_s == 0:
+                level = max(0.0, self.level_cm + self._n(0.5))
+                out.append(
+                    reading(
+                        sid, self.pit_id, NodeKind.PIT, ts, level_cm=level, pump_on=self.pump_on
+                    )
+                )
+            if self.outlet_id and self.t % self.outlet_interval_s == self.outlet_offset_s:
+                flowing = pumping and self.pump_on
+                flow = self.pump_lpm * (1 - f.sanitary_share) if flowing else 0.0
+                if f.frozen and self.pump_on:
+                    pressure = 45.0
+                elif flow > 0:
+                    pressure = 20.0
+                else:
+                    pressure = 0.0
+                out.append(
+                    reading(
+                        sid,
+                        self.outlet_id,
+                        NodeKind.DISCHARGE,
+                        ts,
+                        flow_lpm=max(0.0, flow + self._n(1.0)),
+                        pressure_kpa=pressure + self._n(1.0),
+                        pipe_temp_c=self.pipe_c,
+                    )
+                )
+            if self.air_id and self.t % self.air_interval_s == 0:
+                out.append(reading(sid, self.air_id, NodeKind.AIR, ts, air_temp_c=self.air_c))
+        return out

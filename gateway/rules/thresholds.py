@@ -1,0 +1,89 @@
+"""Detector thresholds, in one place, each with the physical reason for its value.
+
+These are engineering margins, not ordinance numbers (those live in the packs with
+their citations). They are chosen from the physics of a residential sump (an
+18 in / 46 cm basin, a 1/3 hp pump moving ~100-200 L/min, 1-1.5 in line) and must
+hold for sensor noise of about +-0.5 cm level, +-1 L/min flow, +-1 kPa pressure and
+sample intervals of 5-30 s. ``docs/detectors.md`` lists them with their meaning.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+# --- outlet flow and pressure -------------------------------------------------
+#: A pump moving water through the line gives tens of L/min at the outlet; below
+#: this the outlet is "dry" (noise floor of a paddle or ultrasonic flow meter).
+FLOW_ABSENT_LPM = 3.0
+#: At or above this the outlet is clearly flowing.
+FLOW_PRESENT_LPM = 8.0
+#: A line open to the air reads ~0 kPa; a pump dead-heading against ice reads its
+#: shut-off head minus the rise to the node (a 1/3 hp pump: 60+ kPa at the pump).
+#: 15 kPa separates "no water in the line" from "pump pushing against a blockage".
+PRESSURE_BLOCKED_KPA = 15.0
+
+# --- pump cycles ----------------------------------------------------------------
+#: A cycle that moved less than this (≈ 4 cm in an 18 in basin) is not evidence of
+#: pumping (float chatter, noise) and is not judged by the sanitary detector.
+MIN_CYCLE_VOLUME_L = 6.0
+#: Outlet volume / pit volume below this: the outlet does not account for the
+#: water; above ACCOUNTED the cycle is normal. In between: inconclusive.
+UNACCOUNTED_RATIO = 0.3
+ACCOUNTED_RATIO = 0.6
+#: Consecutive judged cycles needed to open / clear the sanitary finding (the
+#: product target is detection within 3 pump cycles).
+SANITARY_CYCLES_TO_OPEN = 2
+SANITARY_CYCLES_TO_CLEAR = 2
+#: A level drop this large between two samples without a pump-on sample is a
+#: pump cycle shorter than the sample interval.
+UNSEEN_CYCLE_DROP_CM = 6.0
+
+# --- check valve / short cycling -------------------------------------------------
+#: Window after pump stop in which water falling back from the riser shows up.
+BACKFLOW_WINDOW = timedelta(seconds=60)
+#: Smallest backflow rise counted, and the share of the line's volume expected back.
+BACKFLOW_MIN_CM = 1.5
+BACKFLOW_LINE_SHARE = 0.4
+#: Of the last SHORT_CYCLE_WINDOW cycles, this many with backflow open the finding;
+#: at most SHORT_CYCLE_CLEAR_MAX clear it.
+SHORT_CYCLE_WINDOW = 4
+SHORT_CYCLE_TO_OPEN = 3
+SHORT_CYCLE_CLEAR_MAX = 1
+
+# --- continuous run (stuck float) ------------------------------------------------
+#: A normal cycle empties the band between the marks in well under a minute; a
+#: pump still running with the level at the off mark has a stuck switch.
+CONTINUOUS_LOW_LEVEL_MARGIN_CM = 2.0
+CONTINUOUS_LOW_FOR = timedelta(seconds=90)
+CONTINUOUS_MIN_RUN = timedelta(seconds=180)
+
+# --- high water -----------------------------------------------------------------
+HIGH_WATER_SAMPLES = 2
+HIGH_WATER_CLEAR_MARGIN_CM = 2.0
+
+# --- frozen line ----------------------------------------------------------------
+FROZEN_PIPE_TEMP_C = 0.0
+FROZEN_SAMPLES_TO_OPEN = 2
+FROZEN_FLOW_SAMPLES_TO_CLEAR = 2
+#: Ice has melted when the pipe has stayed above this for THAW_FOR.
+THAW_PIPE_TEMP_C = 1.0
+THAW_FOR = timedelta(minutes=30)
+#: A pit sample older than this cannot tell whether the pump runs at a discharge sample.
+PUMP_STATE_MAX_AGE = timedelta(seconds=45)
+
+# --- icing risk -----------------------------------------------------------------
+FREEZING_C = 0.0
+#: Recent outlet volume that can wet and ice a walkway: about one pump cycle.
+ICING_WINDOW = timedelta(hours=6)
+ICING_MIN_VOLUME_L = 20.0
+#: Warning becomes violation when it has frozen this long with water discharged.
+ICING_VIOLATION_AFTER = timedelta(hours=1)
+#: Air readings older than this are not used (the air node may be silent).
+AIR_MAX_AGE = timedelta(minutes=15)
+#: Distance used when a pack names none (product default, marked as such).
+DEFAULT_ICING_DISTANCE_FT = 10.0
+
+# --- findings -------------------------------------------------------------------
+#: An open finding is re-emitted (UPDATED) at most this often unless its level
+#: or severity changes; otherwise it is updated silently in memory.
+REFRESH_EVERY = timedelta(minutes=15)
