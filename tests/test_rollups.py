@@ -1,0 +1,181 @@
+"""Issue 6: 1-minute and 1-hour rollups, computed the same on both stores."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gateway.contract import NodeKind
+from gateway.domain import Reading
+from gateway.settings import Settings
+from gateway.store.base import TimeSeriesStore
+from gateway.store.database import SqliteDatabase
+from gateway.store.factory import make_store
+from gateway.store.rollups import MAX_HOLD_S, compose, compute_minutes
+from tests import influx_fixture
+from tests.influx_fixture import T0, InfluxServer, pit_series, reading
+
+influxd = influx_fixture.influxd
+influx_database = influx_fixture.influx_database
+
+LATER = T0 + timedelta(days=1)  # "now" for refreshes: every test bucket has ended
+
+
+def flow_series(
+    count: int, *, lpm: float, start: datetime = T0, interval_s: float = 5.0
+) -> list[Reading]:
+    return [
+        reading(
+            NodeKind.DISCHARGE,
+            i,
+            node="outlet",
+            ts=start + timedelta(seconds=interval_s * i),
+            flow_lpm=lpm,
+            pressure_kpa=20.0,
+            pipe_temp_c=1.0 + i,
+        )
+        for i in range(count)
+    ]
+
+
+def minute(m: int) -> int:
+    return int((T0 + timedelta(minutes=m)).timestamp())
+
+
+# -- the arithmetic ----------------------------------------------------------------------
+
+
+def test_stats_cover_the_samples_taken_in_each_minute() -> None:
+    rows = compute_minutes(pit_series(24), [minute(0), minute(1)])  # 2 minutes of 5 s samples
+    assert [r.samples for r in rows] == [12, 12]
+    level = rows[0].stats["level_cm"]
+    assert (level.count, level.min, level.max, level.last) == (12, 20.0, 31.0, 31.0)
+    assert level.mean == pytest.approx(25.5)
+    assert rows[0].stats["pump_on"].mean == pytest.approx(4 / 12)  # duty fraction
+
+
+def test_pump_cycles_count_off_to_on_transitions_and_run_time_is_held_between_samples() -> None:
+    # 5 s samples; the pump is on for samples 8..11 of every 12: one start a minute,
+    # on from the 8th sample to the next cycle's first (off) sample = 20 s.
+    rows = compute_minutes(pit_series(36), [minute(0), minute(1), minute(2)])
+    assert [r.pump_cycles for r in rows] == [1, 1, 1]
+    assert [r.pump_on_s for r in rows] == pytest.approx([20.0, 20.0, 20.0])
+
+
+def test_pumped_volume_integrates_outlet_flow_over_time() -> None:
+    # 120 L/min for 60 s of samples (12 x 5 s; the last one holds to the next minute's
+    # edge only when a next sample exists, else for MAX_HOLD_S).
+    readings = flow_series(13, lpm=120.0) + flow_series(
+        1, lpm=0.0, start=T0 + timedelta(seconds=65)
+    )
+    rows = compute_minutes(readings, [minute(0)])
+    assert rows[0].pumped_volume_l == pytest.approx(120.0)
+
+
+def test_a_silent_node_is_not_assumed_to_keep_running_past_the_hold_limit() -> None:
+    lone = [reading(NodeKind.PIT, 0, ts=T0, level_cm=30.0, pump_on=True)]
+    rows = compute_minutes(lone, [minute(m) for m in range(10)])
+    assert sum(r.pump_on_s for r in rows) == pytest.approx(MAX_HOLD_S)
+    assert rows[0].samples == 1 and all(r.samples == 0 for r in rows[1:])
+
+
+def test_an_hour_composed_from_minutes_equals_the_hour_computed_at_once() -> None:
+    readings = pit_series(720)  # one hour of 5 s samples
+    minutes = compute_minutes(readings, [minute(m) for m in range(60)])
+    hour = compose(minutes, "1h", T0)
+    assert hour.samples == 720
+    assert hour.pump_cycles == 60
+    assert hour.pump_on_s == pytest.approx(sum(r.pump_on_s for r in minutes))
+    level = hour.stats["level_cm"]
+    assert level.mean == pytest.approx(sum(r.values["level_cm"] for r in readings) / 720)
+    assert (level.min, level.max, level.last) == (20.0, 31.0, 31.0)
+
+
+# -- both stores -------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "influxdb"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TimeSeriesStore]:
+    extra: dict[str, object] = {}
+    if request.param == "influxdb":
+        server: InfluxServer = request.getfixturevalue("influxd")
+        extra = {
+            "influx_url": server.url,
+            "influx_database": request.getfixturevalue("influx_database"),
+        }
+    settings = Settings(
+        _env_file=None,
+        data_dir=tmp_path / "data",
+        store=request.param,
+        **extra,  # type: ignore[arg-type]
+    )
+    settings.data_dir.mkdir(parents=True)
+    db = SqliteDatabase(settings.sqlite_file)
+    await db.open()
+    opened = make_store(settings, db)
+    await opened.open()
+    yield opened
+    await opened.close()
+    await db.close()
+
+
+async def test_refresh_fills_minute_and_hour_rollups_from_raw_readings(
+    store: TimeSeriesStore,
+) -> None:
+    readings = pit_series(1440)  # two hours
+    await store.write(readings)
+    # 120 minutes with samples, plus 2 that the last sample's held value reaches into.
+    assert await store.refresh_rollups(LATER) == 120 + int(MAX_HOLD_S // 60)
+    minutes = await store.rollups("elm-12", "1m", T0, T0 + timedelta(hours=2))
+    assert [r.start for r in minutes[:2]] == [T0, T0 + timedelta(minutes=1)]
+    assert sum(r.samples for r in minutes) == 1440
+    assert {r.pump_cycles for r in minutes[:120]} == {1}
+    hours = await store.rollups("elm-12", "1h", T0, T0 + timedelta(hours=2))
+    assert [h.start for h in hours] == [T0, T0 + timedelta(hours=1)]
+    assert [h.samples for h in hours] == [720, 720]
+    assert [h.pump_cycles for h in hours] == [60, 60]
+    assert hours[0].stats["level_cm"].mean == pytest.approx(25.5)
+    assert hours[0].resolution == "1h" and hours[0].kind is NodeKind.PIT
+
+
+async def test_refresh_is_idempotent_and_only_recomputes_touched_buckets(
+    store: TimeSeriesStore,
+) -> None:
+    await store.write(pit_series(720))
+    await store.refresh_rollups(LATER)
+    before = await store.rollups("elm-12", "1h", T0, LATER)
+    assert await store.refresh_rollups(LATER) == 0  # nothing new
+    assert await store.rollups("elm-12", "1h", T0, LATER) == before
+
+
+async def test_late_readings_update_the_buckets_they_fall_in(store: TimeSeriesStore) -> None:
+    series = pit_series(720)
+    await store.write(series[:360] + series[400:])  # a gap of 40 samples (200 s)
+    await store.refresh_rollups(LATER)
+    gappy = (await store.rollups("elm-12", "1h", T0, LATER))[0]
+    await store.write(series[360:400])  # they arrive late (e.g. a replayed spool)
+    await store.refresh_rollups(LATER)
+    full = (await store.rollups("elm-12", "1h", T0, LATER))[0]
+    assert (gappy.samples, full.samples) == (680, 720)
+    assert full.pump_cycles == 60 and gappy.pump_cycles < 60
+
+
+async def test_buckets_still_open_are_left_for_a_later_refresh(store: TimeSeriesStore) -> None:
+    await store.write(pit_series(24))  # minutes 0 and 1
+    assert await store.refresh_rollups(T0 + timedelta(minutes=2)) == 0  # held values may still come
+    assert await store.refresh_rollups(T0 + timedelta(minutes=10)) > 0
+
+
+async def test_rollups_are_per_node_and_filterable(store: TimeSeriesStore) -> None:
+    await store.write(pit_series(12) + flow_series(12, lpm=60.0))
+    await store.refresh_rollups(LATER)
+    both = await store.rollups("elm-12", "1m", T0, T0 + timedelta(minutes=1))
+    assert {r.node_id for r in both} == {"pit", "outlet"}
+    outlet = await store.rollups("elm-12", "1m", T0, LATER, node_id="outlet")
+    assert {r.kind for r in outlet} == {NodeKind.DISCHARGE}
+    # 1 L/s over 11 sample intervals of 5 s, then the last value held for MAX_HOLD_S.
+    assert sum(r.pumped_volume_l for r in outlet) == pytest.approx(55.0 + MAX_HOLD_S)
+    assert await store.rollups("oak-3", "1m", T0, LATER) == []
