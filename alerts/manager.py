@@ -223,8 +223,11 @@ class AlertManager:
         """The alert that follows this finding: the same finding, or the same (site, rule)
         still active or auto-resolved within the flap window."""
         flap_start = store.ts(now - self.config.flap_window)
+        # The same finding instance, while it has not cleared (finding ids may be
+        # reused by a later instance; that one goes through the flap-window match).
         row = conn.execute(
-            "SELECT * FROM alerts WHERE finding_id = ? ORDER BY opened_at DESC LIMIT 1",
+            "SELECT * FROM alerts WHERE finding_id = ? AND finding_cleared_at IS NULL"
+            " ORDER BY opened_at DESC LIMIT 1",
             (f.id,),
         ).fetchone()
         if row is None:
@@ -338,6 +341,12 @@ class AlertManager:
         if material:
             fields["notified_severity"] = max_severity(notified[0], f.severity).value
             fields["notified_level"] = f.level
+            if state is AlertState.ACKNOWLEDGED and f.severity is Severity.CRITICAL:
+                # An acknowledgement covers what was acknowledged: worse than that
+                # (now critical) needs a new one, and the reminders start again.
+                state = AlertState.OPEN
+                fields.update(state=state.value, acknowledged_at=None, acknowledged_by=None,
+                              ack_note=None)
         store.update_alert(conn, alert.id, **fields)
         updated = replace(
             alert, state=state, severity=f.severity, level=f.level, title=f.title,
@@ -439,7 +448,7 @@ class AlertManager:
         if pending is not None:
             return  # an unsent publish renders the site's state at send time anyway
         target = Target("site", "mqtt", topic, alert.site_id)
-        self._queue(conn, replace(alert, severity=Severity.CRITICAL), [target], Reason.STATE, now)
+        self._queue(conn, alert, [target], Reason.STATE, now)
 
     def _resolve(
         self,
@@ -453,8 +462,8 @@ class AlertManager:
     ) -> None:
         store.update_alert(
             conn, alert.id, state=AlertState.RESOLVED.value, resolved_at=store.ts(now),
-            resolved_by=by, resolve_note=note, next_repeat_at=None, escalate_at=None,
-            updated_at=store.ts(now),
+            resolved_by=by, resolve_note=note, next_repeat_at=None, updated_at=store.ts(now),
+            # escalate_at is kept: a violation that flaps back keeps its original deadline.
         )
         # Messages not yet out are moot now; remember when, so a re-open can revive them.
         conn.execute(

@@ -402,3 +402,45 @@ async def test_list_filters_by_site_state_severity_and_time(h: Harness) -> None:
             ] == ["high_water"]
     assert len(await m.list_alerts(AlertQuery(site_id="elm-12", state=AlertState.OPEN))) == 2
     assert await m.list_alerts(AlertQuery(jurisdiction="sewer-ord-247")) == []
+
+
+async def test_a_violation_that_flaps_keeps_its_original_escalation_deadline(
+    db: SqliteDatabase,
+) -> None:
+    h = make(db, grace=timedelta(days=10))
+    await h.manager.open()
+    kw = {"citations": CITE, "audience": (Audience.HOMEOWNER, Audience.PUBLIC_WORKS)}
+    f = finding("sanitary_discharge", Severity.WARNING, fid="x1", **kw)  # type: ignore[arg-type]
+    await h.manager.on_events([ev(FindingChange.OPENED, f)])
+    h.clock.advance(days=9, hours=23, minutes=55)
+    await h.manager.on_events([ev(FindingChange.CLEARED, f)])
+    h.clock.advance(minutes=2)
+    again = finding("sanitary_discharge", Severity.WARNING, fid="x2", opened=h.clock.now,
+                    **kw)  # type: ignore[arg-type]
+    await h.manager.on_events([ev(FindingChange.OPENED, again)])
+    h.clock.advance(minutes=4)
+    await h.drain()
+    assert h.email.reasons("pw@edgar.example") == ["escalated"]
+
+
+async def test_becoming_critical_after_an_acknowledgement_needs_a_new_one(h: Harness) -> None:
+    await h.manager.on_events([ev(FindingChange.OPENED, finding(severity=Severity.WARNING))])
+    (alert,) = await h.manager.list_alerts()
+    await h.manager.acknowledge(alert.id, by="owner")
+    await h.manager.on_events([ev(FindingChange.UPDATED, finding(severity=Severity.CRITICAL))])
+    h.clock.advance(seconds=901)
+    await h.drain()
+    (alert,) = await h.manager.list_alerts()
+    assert alert.state is AlertState.OPEN and alert.acknowledged_by is None
+    assert h.email.reasons() == ["opened", "raised", "repeat"]
+
+
+async def test_a_finding_id_reused_long_after_its_alert_resolved_raises_a_new_alert(
+    h: Harness,
+) -> None:
+    await h.manager.on_events([ev(FindingChange.OPENED, finding(fid="elm-12:high_water"))])
+    await h.manager.on_events([ev(FindingChange.CLEARED, finding(fid="elm-12:high_water"))])
+    h.clock.advance(days=2)
+    await h.manager.on_events([ev(FindingChange.OPENED, finding(fid="elm-12:high_water"))])
+    alerts = await h.manager.list_alerts()
+    assert [a.state for a in alerts] == [AlertState.OPEN, AlertState.RESOLVED]
