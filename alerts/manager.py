@@ -262,9 +262,7 @@ class AlertManager:
             title=f.title,
             action=f.action,
             audience=tuple(a.value for a in f.audience),
-            citations=tuple(
-                {"file": c.file, "section": c.section, "quote": c.quote} for c in f.citations
-            ),
+            citations=_citations(f),
             evidence=dict(f.evidence),
             opened_at=now,
             updated_at=now,
@@ -316,9 +314,7 @@ class AlertManager:
             "action": f.action,
             "evidence": _json(f.evidence),
             "audience": json.dumps([a.value for a in f.audience]),
-            "citations": json.dumps(
-                [{"file": c.file, "section": c.section, "quote": c.quote} for c in f.citations]
-            ),
+            "citations": json.dumps(list(_citations(f))),
             "updated_at": store.ts(now),
         }
         state = alert.state
@@ -352,9 +348,7 @@ class AlertManager:
             alert, state=state, severity=f.severity, level=f.level, title=f.title,
             action=f.action, evidence=dict(f.evidence),
             audience=tuple(a.value for a in f.audience),
-            citations=tuple(
-                {"file": c.file, "section": c.section, "quote": c.quote} for c in f.citations
-            ),
+            citations=_citations(f),
         )
         homeowner = Audience.HOMEOWNER.value in updated.audience
         if material:
@@ -727,6 +721,10 @@ class AlertManager:
                 " last_error = ? WHERE id = ?",
                 (store.ts(retry_at), result.detail, n.id),
             )
+
+
+def _citations(f: Finding) -> tuple[dict[str, str], ...]:
+    return tuple({"file": c.file, "section": c.section, "quote": c.quote} for c in f.citations)
 
 
 def _json(value: Mapping[str, Any]) -> str:

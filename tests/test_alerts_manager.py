@@ -93,6 +93,12 @@ def ev(change: FindingChange, f: Finding) -> FindingEvent:
     return FindingEvent(change, f)
 
 
+def violation(fid: str = "f1", opened: datetime = T0) -> Finding:
+    """A sanitary-discharge ordinance violation addressed to both audiences."""
+    return finding("sanitary_discharge", Severity.WARNING, fid=fid, opened=opened,
+                   citations=CITE, audience=(Audience.HOMEOWNER, Audience.PUBLIC_WORKS))
+
+
 @dataclass
 class Harness:
     manager: AlertManager
@@ -258,8 +264,7 @@ async def test_an_ordinance_violation_escalates_to_public_works_after_the_grace_
 ) -> None:
     h = make(db, grace=timedelta(days=10))
     await h.manager.open()
-    f = finding("sanitary_discharge", Severity.WARNING, citations=CITE,
-                audience=(Audience.HOMEOWNER, Audience.PUBLIC_WORKS))
+    f = violation()
     await h.manager.on_events([ev(FindingChange.OPENED, f)])
     h.clock.advance(days=9)
     await h.drain()
@@ -277,8 +282,7 @@ async def test_a_violation_fixed_within_the_grace_period_never_reaches_public_wo
 ) -> None:
     h = make(db, grace=timedelta(days=10))
     await h.manager.open()
-    f = finding("sanitary_discharge", Severity.WARNING, citations=CITE,
-                audience=(Audience.HOMEOWNER, Audience.PUBLIC_WORKS))
+    f = violation()
     await h.manager.on_events([ev(FindingChange.OPENED, f)])
     h.clock.advance(days=3)
     await h.manager.on_events([ev(FindingChange.CLEARED, f)])
@@ -292,8 +296,7 @@ async def test_without_a_grace_period_a_violation_goes_to_public_works_at_once(
 ) -> None:
     h = make(db, grace=None)
     await h.manager.open()
-    f = finding("sanitary_discharge", Severity.WARNING, citations=CITE,
-                audience=(Audience.HOMEOWNER, Audience.PUBLIC_WORKS))
+    f = violation()
     await h.manager.on_events([ev(FindingChange.OPENED, f)])
     await h.drain()
     assert h.email.reasons("pw@edgar.example") == ["opened"]
@@ -409,14 +412,12 @@ async def test_a_violation_that_flaps_keeps_its_original_escalation_deadline(
 ) -> None:
     h = make(db, grace=timedelta(days=10))
     await h.manager.open()
-    kw = {"citations": CITE, "audience": (Audience.HOMEOWNER, Audience.PUBLIC_WORKS)}
-    f = finding("sanitary_discharge", Severity.WARNING, fid="x1", **kw)  # type: ignore[arg-type]
+    f = violation("x1")
     await h.manager.on_events([ev(FindingChange.OPENED, f)])
     h.clock.advance(days=9, hours=23, minutes=55)
     await h.manager.on_events([ev(FindingChange.CLEARED, f)])
     h.clock.advance(minutes=2)
-    again = finding("sanitary_discharge", Severity.WARNING, fid="x2", opened=h.clock.now,
-                    **kw)  # type: ignore[arg-type]
+    again = violation("x2", opened=h.clock.now)
     await h.manager.on_events([ev(FindingChange.OPENED, again)])
     h.clock.advance(minutes=4)
     await h.drain()
