@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,7 +14,14 @@ import httpx
 import pytest
 
 from gateway.contract import NodeKind
-from gateway.domain import Reading
+from gateway.domain import (
+    Finding,
+    FindingChange,
+    FindingEvent,
+    Reading,
+    Severity,
+    StatusChange,
+)
 from gateway.settings import Settings
 from gateway.store.base import SeriesQuery
 from gateway.store.database import SqliteDatabase
@@ -297,3 +305,40 @@ async def test_the_v1_api_is_what_this_server_serves_and_v2_write_is_not(
         assert query.json()["results"][0]["series"][0]["values"] == [
             ["1970-01-01T00:00:00.000000001Z", 1]
         ]
+
+
+async def test_status_changes_and_findings_are_written_for_the_dashboards(
+    store: InfluxStore, influxd: InfluxServer, influx_database: str
+) -> None:
+    opened = Finding(
+        id="f-1",
+        rule_id="icing_risk",
+        site_id="elm-12",
+        severity=Severity.WARNING,
+        title='Discharge line "may" freeze, 2 m from walk',
+        opened_at=T0,
+        updated_at=T0,
+        level="watch",
+    )
+    cleared = replace(
+        opened, updated_at=T0 + timedelta(hours=2), cleared_at=T0 + timedelta(hours=2)
+    )
+    await store.write_events(
+        statuses=[StatusChange("elm-12", "pit", False, T0 + timedelta(minutes=5))],
+        findings=[
+            FindingEvent(FindingChange.OPENED, opened),
+            FindingEvent(FindingChange.CLEARED, cleared),
+        ],
+    )
+    status = influxd.query(influx_database, 'SELECT "online" FROM "node_status"')
+    assert status["results"][0]["series"][0]["values"][0][1] == 0  # type: ignore[index]
+    body = influxd.query(
+        influx_database,
+        'SELECT "open", "severity", "level", "title" FROM "finding" GROUP BY "rule_id"',
+    )
+    series = body["results"][0]["series"][0]  # type: ignore[index]
+    assert series["tags"] == {"rule_id": "icing_risk"}
+    assert [row[1:] for row in series["values"]] == [
+        [1, "warning", "watch", 'Discharge line "may" freeze, 2 m from walk'],
+        [0, "warning", "watch", 'Discharge line "may" freeze, 2 m from walk'],
+    ]

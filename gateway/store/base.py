@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
 from gateway.contract import NodeKind
-from gateway.domain import Reading
+from gateway.domain import FindingEvent, Reading, StatusChange
 
 #: Rollup bucket widths.
 Resolution = Literal["1m", "1h"]
@@ -112,6 +112,13 @@ class TimeSeriesStore(Protocol):
 
     async def healthy(self) -> bool:
         """True when a write would succeed now."""
+
+    async def write_events(
+        self, statuses: Sequence[StatusChange] = (), findings: Sequence[FindingEvent] = ()
+    ) -> None:
+        """Copy node availability and finding changes into the time series (InfluxDB,
+        for the Grafana dashboards). The SQLite store keeps these in its state tables
+        already and ignores the call."""
 
     async def rollups(
         self,

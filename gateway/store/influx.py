@@ -21,6 +21,10 @@ Data layout (documented in ``docs/deploy.md``):
   with the same device timestamp keep the later one.
 * Rollups: measurements ``<kind>_1m`` and ``<kind>_1h`` with the same tags, time =
   bucket start, fields as in :func:`gateway.store.rollups.rollup_columns`.
+* For the dashboards: ``node_status`` (tags site_id, node_id; ``online`` 0/1) and
+  ``finding`` (tags site_id, rule_id; ``open`` 0/1, ``severity``, ``severity_rank``,
+  ``level``, ``title``, ``finding_id``, ``change``), written by :meth:`write_events`.
+  :func:`measurement_fields` lists everything.
 
 Writes never block on the server: a batch goes straight to ``/write`` while the
 server answers and nothing is spooled; otherwise it is appended to the disk spool
@@ -46,7 +50,7 @@ from typing import Any
 import httpx
 
 from gateway.contract import FIELDS, NodeKind
-from gateway.domain import Reading
+from gateway.domain import FindingEvent, Reading, Severity, StatusChange
 from gateway.errors import StoreError, StoreUnavailable
 from gateway.settings import Settings
 from gateway.store import rollups as rollup_math
@@ -56,7 +60,14 @@ from gateway.store.spool import Spool, SpoolBatch, SpoolFull
 
 log = logging.getLogger(__name__)
 
-__all__ = ["InfluxStore", "SpoolFull", "format_lines", "measurement_fields"]
+__all__ = [
+    "TAGS",
+    "InfluxStore",
+    "SpoolFull",
+    "format_event_lines",
+    "format_lines",
+    "measurement_fields",
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NS = timedelta(microseconds=1)
@@ -79,7 +90,21 @@ def measurement_fields() -> dict[str, set[str]]:
         }
         for res in ("1m", "1h"):
             out[f"{kind.value}_{res}"] = set(rollup_math.rollup_columns(kind))
+    out["node_status"] = {"online"}
+    out["finding"] = {
+        "open",
+        "severity",
+        "severity_rank",
+        "level",
+        "title",
+        "finding_id",
+        "change",
+    }
     return out
+
+
+#: Tag keys of every measurement.
+TAGS = {"site_id", "node_id", "rule_id"}
 
 
 def _ns(ts: datetime) -> int:
@@ -112,6 +137,41 @@ def format_lines(readings: Iterable[Reading]) -> bytes:
     return "\n".join(lines).encode()
 
 
+def _tag(value: str) -> str:
+    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
+
+
+def _string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+_SEVERITY_RANK = {Severity.INFO: 1, Severity.WARNING: 2, Severity.CRITICAL: 3}
+
+
+def format_event_lines(statuses: Iterable[StatusChange], findings: Iterable[FindingEvent]) -> bytes:
+    """Line protocol for ``node_status`` (online 0/1 at receipt time) and ``finding``
+    (one point per change: open 0/1, severity, level, title, at the change's time)."""
+    lines = [
+        f"node_status,site_id={_tag(s.site_id)},node_id={_tag(s.node_id)} "
+        f"online={int(s.online)}i {_ns(s.received_at)}"
+        for s in statuses
+    ]
+    for event in findings:
+        f = event.finding
+        at = f.cleared_at or f.updated_at
+        lines.append(
+            f"finding,site_id={_tag(f.site_id)},rule_id={_tag(f.rule_id)} "
+            f"open={int(f.is_open)}i,severity={_string(f.severity.value)},"
+            f"severity_rank={_SEVERITY_RANK.get(f.severity, 0)}i,level={_string(f.level)},"
+            f"title={_string(f.title)},finding_id={_string(f.id)},"
+            f"change={_string(event.change.value)} {_ns(at)}"
+        )
+    if not lines:
+        return b""
+    lines.append("")
+    return "\n".join(lines).encode()
+
+
 def _rollup_lines(rollups: Iterable[Rollup]) -> bytes:
     lines = []
     for r in rollups:
@@ -137,8 +197,7 @@ def _dirty_from_lines(payload: bytes) -> set[rollup_math.DirtyKey]:
         if not line or line.startswith(b"#"):
             continue
         head, _, ts = line.rpartition(b" ")
-        series = head.split(b" ", 1)[0].decode()
-        kind, site, node = series.split(",")
+        kind, site, node = head.split(b" ", 1)[0].decode().split(",")[:3]
         if kind not in _KINDS:
             continue
         minute = rollup_math.floor_to(int(ts) // 1_000_000_000, 60)
@@ -252,20 +311,33 @@ class InfluxStore:
         """
         if not readings:
             return 0
-        payload = format_lines(readings)
+        await self._deliver(format_lines(readings), len(readings), rollup_math.dirty_keys(readings))
+        return len(readings)
+
+    async def write_events(
+        self, statuses: Sequence[StatusChange] = (), findings: Sequence[FindingEvent] = ()
+    ) -> None:
+        """Copy node availability and finding changes into the ``node_status`` and
+        ``finding`` measurements, which the Grafana dashboards read (same delivery
+        and spool as readings)."""
+        payload = format_event_lines(statuses, findings)
+        if payload:
+            await self._deliver(payload, len(statuses) + len(findings), set())
+
+    async def _deliver(self, payload: bytes, points: int, marks: set[rollup_math.DirtyKey]) -> None:
         async with self._write_lock:
             if self._up and self.spool.empty:
                 try:
-                    await self.dirty.mark(rollup_math.dirty_keys(readings))
+                    await self.dirty.mark(marks)
                     await self._post(payload)
                 except _Retryable as exc:
                     self._went_down(str(exc))
                 except _Rejected as exc:
                     await self._reject_direct(payload, str(exc))
-                    return len(readings)
+                    return
                 else:
-                    self._counters["points_written"] += len(readings)
-                    return len(readings)
+                    self._counters["points_written"] += points
+                    return
             try:
                 await asyncio.to_thread(self.spool.append, payload)
             except SpoolFull:
@@ -279,10 +351,9 @@ class InfluxStore:
                 self._spool_full = True
                 raise
             self._spool_full = False
-            self._counters["points_spooled"] += len(readings)
+            self._counters["points_spooled"] += points
             self._drained.clear()
             self._wake.set()
-            return len(readings)
 
     async def _post(self, payload: bytes, path: str = "/write") -> None:
         """POST line protocol; raise _Retryable or _Rejected unless it was taken."""

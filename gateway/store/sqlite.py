@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.contract import FIELDS, NodeKind
-from gateway.domain import Reading
+from gateway.domain import FindingEvent, Reading, StatusChange
 from gateway.store import rollups as rollup_math
 from gateway.store.base import Resolution, Rollup, SeriesQuery
 from gateway.store.database import SqliteDatabase
@@ -217,6 +217,11 @@ class SqliteStore:
             return await self.db.write(run)
         except Exception:
             return False
+
+    async def write_events(
+        self, statuses: Sequence[StatusChange] = (), findings: Sequence[FindingEvent] = ()
+    ) -> None:
+        """Nothing to do: statuses and findings live in the state tables already."""
 
     async def rollups(
         self,
