@@ -75,8 +75,9 @@ class WebhookReceiver:
 
 
 @contextlib.contextmanager
-def webhook_server(delay_s: float = 0.0) -> Iterator[WebhookReceiver]:
-    """A real HTTP server that verifies the signature like a receiver would."""
+def webhook_server(delay_s: float = 0.0, signed: bool = True) -> Iterator[WebhookReceiver]:
+    """A real HTTP server that verifies the signature like a receiver would
+    (``signed=False``: takes any JSON POST, as an Apprise ``json://`` target)."""
     port = free_port()
     receiver = WebhookReceiver(url=f"http://127.0.0.1:{port}/hook", delay_s=delay_s)
 
@@ -90,7 +91,7 @@ def webhook_server(delay_s: float = 0.0) -> Iterator[WebhookReceiver]:
             })
             if receiver.delay_s:
                 threading.Event().wait(receiver.delay_s)
-            self.send_response(204 if ok else 401)
+            self.send_response(204 if ok or not signed else 401)
             self.end_headers()
 
         def log_message(self, *args: Any) -> None:
@@ -349,3 +350,68 @@ async def test_site_alert_state_is_retained_on_mosquitto_for_home_automation(
     state = json.loads(message.payload)
     assert state["site_id"] == "elm-12" and state["highest_severity"] == "critical"
     assert [(a["rule_id"], a["state"]) for a in state["alerts"]] == [("high_water", "open")]
+
+
+# ----------------------------------------------------------------- Apprise
+
+
+async def test_apprise_urls_deliver_through_apprise_and_are_redacted_in_the_log(
+    db: SqliteDatabase,
+) -> None:
+    with webhook_server(signed=False) as target:
+        url = target.url.replace("http://", "json://")
+        contact = Contact(name="Pat", apprise_urls=(url,), channels=("apprise",))
+        manager = AlertManager(db=db, registry=registry(contact), config=config())
+        async with running(manager):
+            await manager.on_events([opened()])
+            await eventually(lambda: len(target.received) == 1)
+            (alert,) = await manager.list_alerts()
+            await eventually_async(
+                lambda: _count(lambda: manager.deliveries(alert_id=alert.id), ok=True,
+                               at_least=1))
+            (attempt,) = await manager.deliveries(alert_id=alert.id)
+    body = target.received[0]["body"]
+    assert body["title"].startswith("[SumpWatch] CRITICAL:")
+    assert "000_86c7187f3bed6ca5.txt §(c)(2)b" in body["message"]
+    assert attempt.recipient == "json://…"
+
+
+async def test_mqtt_state_follows_the_alert_across_a_broker_restart(
+    db: SqliteDatabase, mosquitto: BrokerProcess,
+) -> None:
+    async with MqttPublisher(mosquitto.host, mosquitto.port, client_id="alerts-rs") as pub:
+        manager = AlertManager(
+            db=db, registry=registry(OWNER), mqtt=pub,
+            config=config(mqtt={"enabled": True, "qos": 1}),
+        )
+        async with running(manager):
+            await manager.on_events([opened("high_water", citations=())])
+            (alert,) = await manager.list_alerts()
+            await eventually_async(
+                lambda: _count(lambda: manager.deliveries(alert_id=alert.id), ok=True,
+                               at_least=1))
+            await asyncio.to_thread(mosquitto.restart)
+            await manager.acknowledge(alert.id, by="pat")
+            state = await _retained(mosquitto, "sumpwatch/v1/elm-12/alerts",
+                                    lambda s: s["unacknowledged"] == 0)
+    assert [(a["state"], a["acknowledged_by"]) for a in state["alerts"]] == [
+        ("acknowledged", "pat")]
+
+
+async def _retained(broker: BrokerProcess, topic: str,
+                    want: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """Subscribe until the retained document satisfies ``want`` (fresh client each time)."""
+    deadline = asyncio.get_running_loop().time() + 15
+    while True:
+        with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+            async with aiomqtt.Client(broker.host, broker.port) as sub:
+                await sub.subscribe(topic, qos=1)
+                async with asyncio.timeout(1):
+                    message = await anext(sub.messages)
+                assert isinstance(message.payload, bytes)
+                doc: dict[str, Any] = json.loads(message.payload)
+                if want(doc):
+                    return doc
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("retained state never matched")
+        await asyncio.sleep(0.1)
