@@ -244,7 +244,8 @@ class Simulation:
                     (c, None) for c in home.sim.conditions(end / 3600.0)
                 }
                 held |= {("sensor_silent", node_id) for node_id in silent}
-                home.labels.update(end, held)
+                # A condition present from the first step holds from the start.
+                home.labels.update(end if t > 0 else 0.0, held)
                 if emit:
                     self._sample(home, end, batch)
             t = end
@@ -301,7 +302,9 @@ class Simulation:
             kind = node.spec.kind
             if kind is NodeKind.PIT:
                 for t_ev, ev in home.sim.pump_event_list():
-                    batch.append(self._telemetry(home, node, t_ev, self._pit(home, node, ev)))
+                    # Report-on-change, stamped just before the step's regular sample.
+                    when = min(t_ev, end - 0.001)
+                    batch.append(self._telemetry(home, node, when, self._pit(home, node, ev)))
             if end + 1e-9 < node.next_due:
                 continue
             node.next_due += node.spec.interval_s
@@ -315,8 +318,7 @@ class Simulation:
                     readings = self._pit(home, node, snap)
                 else:
                     readings = self._discharge(home, node, snap)
-            jitter = node.rng.uniform(0.0, 0.25)
-            batch.append(self._telemetry(home, node, end + jitter, readings))
+            batch.append(self._telemetry(home, node, end, readings))
 
     def _telemetry(self, home: _Home, node: _Node, t_s: float, readings: dict[str, Any]) -> Message:
         site_id, node_id = home.spec.site_id, node.spec.node_id

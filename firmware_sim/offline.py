@@ -19,10 +19,11 @@ from typing import Any
 
 import tomli_w
 
-from firmware_sim.engine import HomeSpec, Simulation, scenario_homes
-from firmware_sim.scenario import ScenarioModel, list_scenario_names, load_scenario
+from firmware_sim.engine import HomeSpec, NodeSpec, Simulation, scenario_homes
+from firmware_sim.scenario import PitModel, ScenarioModel, list_scenario_names, load_scenario
 from firmware_sim.weather import parse_time
 from gateway.errors import ConfigError
+from gateway.registry.models import SiteRegistry
 
 
 @dataclass(frozen=True)
@@ -162,3 +163,49 @@ def read_jsonl(path: Path) -> list[tuple[str, bytes]]:
                 payload = entry["payload"].encode("utf-8")
             messages.append((entry["topic"], payload))
     return messages
+
+
+def registry_homes(registry: SiteRegistry, scenario: ScenarioModel) -> list[HomeSpec]:
+    """Homes for the sites of an existing registry (``simulate --sites``).
+
+    Each site keeps its id, nodes, pit and installation (taken as the truth);
+    weather, inflow, pump and fault schedule come from the scenario's home
+    templates in turn.
+    """
+    homes = []
+    for i, site in enumerate(registry):
+        template = scenario.home[i % len(scenario.home)]
+        inst = site.installation
+        pit = site.pit
+        line = template.line.model_copy(
+            update={
+                "destination": inst.destination.value,
+                "pipe_inside_diameter_in": inst.pipe_inside_diameter_in,
+                "line_length_m": inst.line_length_m,
+                "line_rise_m": inst.line_rise_m,
+                "check_valve": inst.check_valve,
+                "outlet_to_walkway_ft": inst.outlet_to_walkway_ft,
+                "exterior_length_m": 5.0 if inst.destination == "storm_lateral" else 2.0,
+            }
+        )
+        pit_model = PitModel(
+            diameter_cm=pit.diameter_cm,
+            depth_cm=pit.depth_cm,
+            pump_on_cm=pit.pump_on_cm,
+            pump_off_cm=pit.pump_off_cm,
+            alarm_cm=pit.alarm_cm,
+            intake_cm=min(6.0, pit.pump_off_cm / 2),
+        )
+        model = template.model_copy(
+            update={
+                "id": site.id,
+                "name": site.name,
+                "jurisdiction": site.jurisdiction,
+                "pit": pit_model,
+                "line": line,
+                "registered": {},
+            }
+        )
+        nodes = tuple(NodeSpec(n.id, n.kind, n.interval_s) for n in site.nodes)
+        homes.append(HomeSpec(site.id, model, nodes))
+    return homes

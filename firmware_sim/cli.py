@@ -1,0 +1,224 @@
+"""Typer command functions: ``sumpwatch simulate`` and ``sumpwatch plot-scenario``.
+
+The gateway CLI mounts them with ``app.command("simulate")(simulate)`` and
+``app.command("plot-scenario")(plot)``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from firmware_sim.offline import (
+    build_simulation,
+    jsonl_line,
+    list_scenarios,
+    registry_homes,
+    sites_toml,
+)
+from firmware_sim.scenario import load_scenario
+from gateway.errors import SumpWatchError
+from gateway.registry.models import load_registry
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "": 3600}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90s``, ``30m``, ``6h``, ``2d``; a bare number means hours."""
+    match = _DURATION.match(text)
+    if not match:
+        raise typer.BadParameter(f"not a duration: {text!r} (try 90s, 30m, 6h, 2d)")
+    return timedelta(seconds=float(match.group(1)) * _UNIT_S[match.group(2)])
+
+
+def parse_start(text: str) -> datetime:
+    """A date (midnight US Central standard time, like the ordinances' dates) or RFC 3339."""
+    try:
+        day = date.fromisoformat(text)
+    except ValueError:
+        pass
+    else:
+        return datetime(day.year, day.month, day.day, 6, tzinfo=UTC)  # 00:00 CST
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise typer.BadParameter(f"not a date or RFC 3339 time: {text!r}") from exc
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def simulate(
+    scenario: Annotated[
+        str, typer.Option(help="Scenario name (see --list) or path to a scenario TOML")
+    ] = "normal_summer",
+    homes: Annotated[
+        int | None, typer.Option(help="Number of homes (default: the scenario's)")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Random seed: same seed, same bytes")] = 1,
+    start: Annotated[
+        str | None,
+        typer.Option(help="Simulated start: 2026-11-15 or RFC 3339 (live default: now)"),
+    ] = None,
+    duration: Annotated[
+        str | None,
+        typer.Option(help="Simulated span (90s, 30m, 6h, 2d); live default: until stopped"),
+    ] = None,
+    speed: Annotated[
+        float, typer.Option(help="Simulated seconds per real second (0: as fast as possible)")
+    ] = 1.0,
+    out: Annotated[
+        Path | None, typer.Option(help="Write messages here (JSONL) instead of to a broker")
+    ] = None,
+    labels: Annotated[Path | None, typer.Option(help="Write the ground-truth labels JSON")] = None,
+    sites: Annotated[
+        Path | None, typer.Option(help="Simulate the sites of this registry TOML")
+    ] = None,
+    sites_out: Annotated[
+        Path | None, typer.Option(help="Write a site registry for the simulated homes")
+    ] = None,
+    host: Annotated[str, typer.Option(help="MQTT broker host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="MQTT broker port")] = 1883,
+    username: Annotated[str | None, typer.Option(help="MQTT username (all nodes)")] = None,
+    password: Annotated[str | None, typer.Option(help="MQTT password (all nodes)")] = None,
+    credentials: Annotated[
+        Path | None, typer.Option(help='Per-node logins: TOML ["site/node"] username/password')
+    ] = None,
+    tls: Annotated[bool, typer.Option(help="Connect with TLS")] = False,
+    ca_file: Annotated[Path | None, typer.Option(help="CA certificate for TLS")] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Load mode: aggregate messages per second")
+    ] = None,
+    processes: Annotated[int, typer.Option(help="Load mode: publishing processes")] = 2,
+    list_: Annotated[bool, typer.Option("--list", help="List the scenarios and exit")] = False,
+) -> None:
+    """Simulate sump pits, pumps and discharge lines and publish their telemetry.
+
+    Publishes over MQTT (one client per node) unless --out is given, in which
+    case messages go to a JSONL file without a broker. With --rate it runs load
+    mode instead: --homes homes at a held aggregate rate for --duration (wall time).
+    """
+    try:
+        if list_:
+            for name in list_scenarios():
+                typer.echo(f"{name}: {load_scenario(name).description.splitlines()[0]}")
+            return
+        from firmware_sim.mqtt import BrokerOptions, load_credentials
+
+        opts = BrokerOptions(
+            host,
+            port,
+            username,
+            password,
+            tls,
+            ca_file,
+            load_credentials(credentials) if credentials else {},
+        )
+        if rate is not None:
+            _load(opts, homes or 1000, rate, duration, processes, sites_out)
+            return
+        _scenario(
+            scenario, homes, seed, start, duration, speed, out, labels, sites, sites_out, opts
+        )
+    except SumpWatchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def _load(
+    opts: Any, homes: int, rate: float, duration: str | None, processes: int, sites_out: Path | None
+) -> None:
+    from firmware_sim.mqtt import load_sites_toml, run_load
+
+    if sites_out is not None:
+        sites_out.write_text(load_sites_toml(homes))
+    seconds = parse_duration(duration).total_seconds() if duration else 60.0
+    result = run_load(opts.host, opts.port, homes, rate, seconds, processes, opts)
+    typer.echo(
+        f"load: target {result.target_rate:.0f} msg/s, achieved {result.achieved_rate:.0f} msg/s "
+        f"({result.acked}/{result.sent} acknowledged in {result.duration_s:.1f} s, "
+        f"{result.processes} processes, {result.homes} homes)"
+    )
+
+
+def _scenario(
+    scenario: str,
+    homes: int | None,
+    seed: int,
+    start: str | None,
+    duration: str | None,
+    speed: float,
+    out: Path | None,
+    labels: Path | None,
+    sites: Path | None,
+    sites_out: Path | None,
+    opts: Any,
+) -> None:
+    model = load_scenario(scenario)
+    specs = registry_homes(load_registry(sites), model) if sites is not None else None
+    live = out is None
+    when = parse_start(start) if start else (datetime.now(UTC) if live else None)
+    if duration:
+        span: timedelta | None = parse_duration(duration)
+    else:
+        span = timedelta.max if live else None
+    sim = build_simulation(
+        model, homes=homes, seed=seed, start=when, duration=span, home_specs=specs
+    )
+    if sites_out is not None:
+        sites_out.write_text(sites_toml(sim))
+    if live:
+        from firmware_sim.mqtt import publish_simulation
+
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+        try:
+            typer.echo(
+                f"publishing {model.name}: {len(sim.homes)} homes to {opts.host}:{opts.port} "
+                f"at {speed}x (Ctrl-C to stop)"
+            )
+            stats = publish_simulation(sim, opts, speed=speed, stop=stop)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        typer.echo(
+            f"published {stats.published} messages, {stats.simulated_s / 3600:.2f} simulated h "
+            f"in {stats.wall_s:.1f} s"
+        )
+    else:
+        assert out is not None
+        count = 0
+        with out.open("w", encoding="utf-8") as sink:
+            for msg in sim.messages():
+                sink.write(jsonl_line(msg.topic, msg.payload))
+                count += 1
+        typer.echo(f"wrote {count} messages to {out}")
+    if labels is not None:
+        labels.write_text(json.dumps(sim.labels(), indent=2) + "\n")
+
+
+def plot(
+    scenario: Annotated[
+        list[str] | None, typer.Argument(help="Scenarios to plot (default: all)")
+    ] = None,
+    out_dir: Annotated[Path, typer.Option(help="Folder for the PNGs")] = Path("docs/img/scenarios"),
+    seed: Annotated[int, typer.Option(help="Random seed")] = 1,
+    site: Annotated[
+        str | None, typer.Option(help="Home to plot (default: the first with a fault)")
+    ] = None,
+) -> None:
+    """Plot level, pump, flow, pressure and temperatures of one home per scenario (PNG)."""
+    from firmware_sim.plot import plot_scenario
+
+    try:
+        for name in scenario or list_scenarios():
+            path = plot_scenario(name, out_dir / f"{name}.png", seed=seed, site_id=site)
+            typer.echo(str(path))
+    except SumpWatchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
