@@ -9,6 +9,7 @@ to the embedded pure-Python amqtt broker, run as a child process.
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import shutil
 import signal
@@ -39,6 +40,7 @@ _REPLACED = (
     "log_dest",
     "log_type",
     "connection_messages",
+    "user",
 )
 
 
@@ -79,6 +81,10 @@ def render_mosquitto_conf(
         "log_dest stderr",
         "log_type error",
         "log_type warning",
+        # Mosquitto started as root drops to the "mosquitto" user, which then cannot
+        # write its persistence file into our temp dir (queued messages would be lost
+        # across a restart). Run as whoever started it.
+        f"user {getpass.getuser()}",
     ]
     if password_file:
         kept.append(f"password_file {password_file}")
