@@ -178,12 +178,13 @@ class RulesEngine:
         mon = self._monitor(reading.site_id)
         if mon is None:
             return []
+        # Any message is a sign of life, even one whose data we then ignore.
+        mon.last_heard[reading.node_id] = reading.received_at
+        mon.offline.discard(reading.node_id)
         last = mon.last_ts.get(reading.node_id)
         if last is not None and reading.ts <= last:
             return []  # redelivery, duplicate or late message: already judged
         mon.last_ts[reading.node_id] = reading.ts
-        mon.last_heard[reading.node_id] = reading.received_at
-        mon.offline.discard(reading.node_id)
         events: list[FindingEvent] = []
         for rule_id, verdict, at in mon.on_reading(reading):
             events.extend(self._apply(mon, rule_id, verdict, at))
@@ -192,6 +193,20 @@ class RulesEngine:
                 self._apply(mon, SILENT_RULE, mon.silence(reading.received_at), reading.received_at)
             )
         return events
+
+    def on_heard(self, site_id: str, node_id: str, received_at: datetime) -> list[FindingEvent]:
+        """A message from a node arrived but was refused (dead letter): it is alive.
+
+        The sensor-silent rule is about messages arriving at all; a node whose
+        clock runs ahead or that sends a malformed payload is not silent.
+        """
+        mon = self._monitor(site_id)
+        if mon is None or mon.site.node(node_id) is None:
+            return []
+        mon.last_heard[node_id] = received_at
+        if (site_id, SILENT_RULE) not in self._open:
+            return []
+        return self._apply(mon, SILENT_RULE, mon.silence(received_at), received_at)
 
     def on_status(self, status: StatusChange) -> list[FindingEvent]:
         """A node's retained online/offline message."""

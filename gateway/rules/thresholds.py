@@ -22,6 +22,13 @@ FLOW_PRESENT_LPM = 8.0
 #: 15 kPa separates "no water in the line" from "pump pushing against a blockage".
 PRESSURE_BLOCKED_KPA = 15.0
 
+#: After a start the pump first refills the line (it partly drains between cycles):
+#: outlet samples earlier than max(MIN_LINE_FILL, line volume / pump flow) after the
+#: start say nothing about where the water goes. The pump flow is the cycle's own
+#: (pit volume / run time), never taken below MIN_PUMP_FLOW_LPM.
+MIN_LINE_FILL = timedelta(seconds=2)
+MIN_PUMP_FLOW_LPM = 30.0
+
 # --- pump cycles ----------------------------------------------------------------
 #: A cycle that moved less than this (≈ 4 cm in an 18 in basin) is not evidence of
 #: pumping (float chatter, noise) and is not judged by the sanitary detector.
@@ -40,7 +47,9 @@ UNSEEN_CYCLE_DROP_CM = 6.0
 
 # --- check valve / short cycling -------------------------------------------------
 #: Window after pump stop in which water falling back from the riser shows up.
-BACKFLOW_WINDOW = timedelta(seconds=60)
+BACKFLOW_WINDOW = timedelta(seconds=30)
+#: A fill is judged at the next start, or this long after the stop.
+BACKFLOW_JUDGE_AFTER = timedelta(minutes=10)
 #: Smallest backflow rise counted, and the share of the line's volume expected back.
 BACKFLOW_MIN_CM = 1.5
 BACKFLOW_LINE_SHARE = 0.4
@@ -48,7 +57,7 @@ BACKFLOW_LINE_SHARE = 0.4
 #: at most SHORT_CYCLE_CLEAR_MAX clear it.
 SHORT_CYCLE_WINDOW = 4
 SHORT_CYCLE_TO_OPEN = 3
-SHORT_CYCLE_CLEAR_MAX = 1
+SHORT_CYCLE_CLEAR_MAX = 0
 
 # --- continuous run (stuck float) ------------------------------------------------
 #: A normal cycle empties the band between the marks in well under a minute; a

@@ -21,6 +21,7 @@ from gateway.rules.detectors.base import (
     r1,
 )
 from gateway.rules.thresholds import (
+    BACKFLOW_JUDGE_AFTER,
     BACKFLOW_LINE_SHARE,
     BACKFLOW_MIN_CM,
     BACKFLOW_WINDOW,
@@ -111,7 +112,9 @@ class ContinuousRunDetector:
             return None
         pit = state.ctx.site.pit
         running_since = state.cycles.running_since or s.ts
-        if s.level_cm <= pit.pump_off_cm + CONTINUOUS_LOW_LEVEL_MARGIN_CM:
+        # The float should have stopped the pump at the off mark: running on with
+        # the level clearly below it means the switch is stuck.
+        if s.level_cm <= pit.pump_off_cm - CONTINUOUS_LOW_LEVEL_MARGIN_CM:
             self._low_since = self._low_since or s.ts
         else:
             self._low_since = None
@@ -142,60 +145,76 @@ class ContinuousRunDetector:
 @dataclass
 class _Pending:
     cycle: PumpCycle
-    peak_cm: float
+    samples: list[PitSample]
 
 
 class ShortCyclingDetector:
     """Water falling back from the riser after each stop: a failed check valve.
 
-    After a normal stop the level rises only with groundwater inflow. Without a
-    working check valve the line's contents fall back within seconds, a jump of
-    about line volume / pit area; the pump then restarts sooner and more often.
+    After a normal stop the level rises at the groundwater inflow rate. Without a
+    working check valve the line's contents fall back within seconds: a fast
+    early rise of about line volume / pit area (or up to the on mark, restarting
+    the pump), then the inflow rate again. The detector compares the rise in the
+    first ``BACKFLOW_WINDOW`` after the stop with the inflow rate measured later
+    in the same fill (or, when the pump restarts too soon, the recent inflow).
     """
 
     rule_id = "short_cycling"
 
     def __init__(self) -> None:
         self.active = False
-        self._pending: deque[_Pending] = deque()
+        self._pending: _Pending | None = None
         self._judged: deque[float] = deque(maxlen=SHORT_CYCLE_WINDOW)
+        self._late_rate: float | None = None
 
     def restore_active(self) -> None:
         """Continue a finding restored from the store."""
         self.active = True
 
     def threshold_cm(self, state: SiteState) -> float:
-        """Backflow rise that counts, from the line's volume and the pit's area."""
+        """Backflow rise that counts, from the line's volume and the pit's area.
+
+        Never more than 60 % of the float band: the backflow cannot lift the level
+        above the on mark without restarting the pump.
+        """
+        pit = state.ctx.site.pit
         expected = state.ctx.line_volume_l * 1000.0 / state.ctx.pit_area_cm2
-        return max(BACKFLOW_MIN_CM, BACKFLOW_LINE_SHARE * expected)
+        band = pit.pump_on_cm - pit.pump_off_cm
+        return max(BACKFLOW_MIN_CM, min(BACKFLOW_LINE_SHARE * expected, 0.6 * band))
 
     def add_cycle(self, cycle: PumpCycle, first_off: PitSample) -> None:
         """Watch the level after a stop."""
-        self._pending.append(_Pending(cycle, first_off.level_cm))
+        self._pending = _Pending(cycle, [first_off]) if cycle.seen else None
 
     def on_pit(self, s: PitSample, state: SiteState) -> Verdict | None:
-        """Track post-stop rises; judge cycles whose window has passed."""
-        verdict: Verdict | None = None
-        for p in self._pending:
-            if s.ts - p.cycle.end_ts <= BACKFLOW_WINDOW and not s.pump_on:
-                p.peak_cm = max(p.peak_cm, s.level_cm)
-        while self._pending and (
-            s.ts - self._pending[0].cycle.end_ts > BACKFLOW_WINDOW or s.pump_on
-        ):
-            p = self._pending.popleft()
-            if not p.cycle.seen:
-                continue
-            verdict = self._judge(p, s, state) or verdict
-        return verdict
+        """Collect the fill after a stop; judge it at the restart or after a while."""
+        p = self._pending
+        if p is None or s.ts <= p.samples[-1].ts:
+            return None
+        p.samples.append(s)  # a restart sample counts: the level reached the on mark
+        if s.pump_on or s.ts - p.cycle.end_ts >= BACKFLOW_JUDGE_AFTER:
+            self._pending = None
+            return self._judge(p, s, state)
+        return None
 
     def _judge(self, p: _Pending, now: PitSample, state: SiteState) -> Verdict | None:
         pit = state.ctx.site.pit
+        stop = p.cycle.last_on_ts
+        early = [x for x in p.samples if x.ts - p.cycle.end_ts <= BACKFLOW_WINDOW]
+        late = [x for x in p.samples if x.ts - p.cycle.end_ts > BACKFLOW_WINDOW and not x.pump_on]
+        peak = max(early, key=lambda x: x.level_cm)
+        if len(late) >= 2 and late[-1].ts - early[-1].ts >= BACKFLOW_WINDOW / 2:
+            rate = (late[-1].level_cm - early[-1].level_cm) / (
+                late[-1].ts - early[-1].ts
+            ).total_seconds()
+            self._late_rate = rate
+        else:
+            # Restarted too soon to measure: the inflow of the last fill that could.
+            rate = self._late_rate if self._late_rate is not None else state.cycles.fill_rate_cm_s()
         # The float stops the pump at the off mark; the lowest level seen may be
         # higher when the sample came after the stop.
         reference = min(pit.pump_off_cm, p.cycle.low_level_cm)
-        span = min(now.ts - p.cycle.end_ts, BACKFLOW_WINDOW) + (p.cycle.end_ts - p.cycle.last_on_ts)
-        inflow_cm = state.cycles.fill_rate_cm_s() * span.total_seconds()
-        backflow = p.peak_cm - reference - inflow_cm
+        backflow = peak.level_cm - reference - max(rate, 0.0) * (peak.ts - stop).total_seconds()
         self._judged.append(backflow)
         threshold = self.threshold_cm(state)
         hits = sum(1 for b in self._judged if b >= threshold)

@@ -22,6 +22,8 @@ from gateway.rules.thresholds import (
     FLOW_ABSENT_LPM,
     FLOW_PRESENT_LPM,
     MIN_CYCLE_VOLUME_L,
+    MIN_LINE_FILL,
+    MIN_PUMP_FLOW_LPM,
     PRESSURE_BLOCKED_KPA,
     SANITARY_CYCLES_TO_CLEAR,
     SANITARY_CYCLES_TO_OPEN,
@@ -66,7 +68,12 @@ def judge_cycle(cycle: PumpCycle, state: SiteState) -> CycleJudgement:
     inflow_cm = state.cycles.fill_rate_cm_s() * duration_s
     pit_l = state.ctx.litres(cycle.drop_cm + inflow_cm)
     window = state.outlet.between(cycle.before_ts, cycle.end_ts + OUTLET_LAG)
-    certain = state.outlet.between(cycle.first_on_ts, cycle.last_on_ts) if cycle.seen else []
+    # Water reaches the outlet only once the pump has refilled the line; a sample
+    # taken before that shows no flow even on a healthy line.
+    pump_lpm = max(pit_l / max(duration_s, 1.0) * 60.0, MIN_PUMP_FLOW_LPM)
+    fill = timedelta(minutes=state.ctx.line_volume_l / pump_lpm)
+    settled = cycle.first_on_ts + max(MIN_LINE_FILL, fill)
+    certain = state.outlet.between(settled, cycle.last_on_ts) if cycle.seen else []
 
     def result(kind: CycleClass, outlet_l: float | None, reason: str) -> CycleJudgement:
         return CycleJudgement(cycle, kind, pit_l, outlet_l, len(certain), reason)
