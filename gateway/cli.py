@@ -14,6 +14,8 @@ import typer
 import uvicorn
 from rich.console import Console
 
+from firmware_sim.cli import plot as plot_scenario
+from firmware_sim.cli import simulate
 from gateway.settings import REPO_DIR, Settings, load_settings
 
 app = typer.Typer(
@@ -158,17 +160,9 @@ def schema(
     console.print(f"wrote {out}")
 
 
-def _mount_optional_commands() -> None:
-    """Commands that live with their feature's package."""
-    try:
-        from firmware_sim.cli import plot, simulate
-    except ImportError:  # pragma: no cover - the simulator package is part of the repo
-        return
-    app.command("simulate")(simulate)
-    app.command("plot-scenario")(plot)
-
-
-_mount_optional_commands()
+# Commands that live with their feature's package.
+app.command("simulate")(simulate)
+app.command("plot-scenario")(plot_scenario)
 
 
 def main() -> None:

@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
-from gateway.domain import DeadLetter, FindingEvent, RawMessage, Reading, StatusChange
+from gateway.contract import parse_topic
+from gateway.domain import FindingEvent, RawMessage, Reading, StatusChange
 from gateway.metrics import Metrics
 from gateway.store.writer import AckToken, BatchWriter
 from gateway.validate import Validator
@@ -33,6 +34,9 @@ class Detectors(Protocol):
 
     def tick(self, now: datetime) -> list[FindingEvent]:
         """Advance time (sensor silence); return what changed."""
+
+    def on_heard(self, site_id: str, node_id: str, received_at: datetime) -> list[FindingEvent]:
+        """A refused message still shows its node is alive; return what changed."""
 
 
 class Pipeline:
@@ -69,18 +73,19 @@ class Pipeline:
         item = self.validator.validate(raw)
         self.writer.add(item, token)
         m.pending = self.writer.pending
-        kind = type(item)
-        if kind is DeadLetter:
-            m.rejected[item.reason] += 1  # type: ignore[union-attr]
-            return
-        if self.detectors is None:
-            return
+        detectors = self.detectors
         try:
-            if kind is Reading:
-                events = self.detectors.on_reading(item)  # type: ignore[arg-type]
-            else:
+            if isinstance(item, Reading):
+                events = detectors.on_reading(item) if detectors else []
+            elif isinstance(item, StatusChange):
                 m.status_messages += 1
-                events = self.detectors.on_status(item)  # type: ignore[arg-type]
+                events = detectors.on_status(item) if detectors else []
+            else:
+                m.rejected[item.reason] += 1
+                parts = parse_topic(raw.topic)
+                if detectors is None or parts is None:
+                    return
+                events = detectors.on_heard(parts.site_id, parts.node_id, raw.received_at)
         except Exception:  # a detector bug must not stop ingestion
             log.exception("detector failed on %s", raw.topic)
             return

@@ -8,13 +8,19 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from alerts import AlertManager
+from alerts.channels.mqtt import MqttPublisher
+from alerts.config import load_alerts_config
+from gateway.errors import ConfigError
 from gateway.ingest import MqttSource
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline
 from gateway.registry import SiteRegistry, load_registry
+from gateway.rules.engine import RulesEngine
+from gateway.rules.pack import RulePack, load_packs
 from gateway.settings import Settings
 from gateway.store.base import TimeSeriesStore
 from gateway.store.database import SqliteDatabase
@@ -38,6 +44,9 @@ class Runtime:
     metrics: Metrics
     pipeline: Pipeline
     source: MqttSource
+    packs: dict[str, RulePack]
+    engine: RulesEngine
+    alerts: AlertManager
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -51,6 +60,15 @@ class Runtime:
 async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
     """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
     registry = load_registry(settings.sites_file)
+    packs = load_packs(settings.rule_packs_dir)
+    unknown = sorted({s.jurisdiction for s in registry} - set(packs))
+    if unknown:
+        raise ConfigError(
+            f"sites name jurisdictions with no rule pack: {unknown}; have {sorted(packs)}"
+        )
+    alerts_config = load_alerts_config(settings.alerts_file).with_secrets(
+        smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
+    )
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     async with contextlib.AsyncExitStack() as stack:
         db = SqliteDatabase(settings.sqlite_file)
@@ -74,20 +92,53 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             interval_s=settings.batch_interval_s,
             ack=lambda tokens: source_ref[0].ack(tokens),
         )
-        pipeline = Pipeline(validator, writer, metrics)
+        publisher = None
+        if alerts_config.mqtt.enabled:
+            publisher = await stack.enter_async_context(
+                MqttPublisher(
+                    settings.mqtt_host,
+                    settings.mqtt_port,
+                    client_id=f"{settings.mqtt_client_id}-alerts",
+                    username=settings.mqtt_username,
+                    password=(
+                        settings.mqtt_password.get_secret_value()
+                        if settings.mqtt_password
+                        else None
+                    ),
+                )
+            )
+
+        def grace_period(jurisdiction: str, rule_id: str) -> timedelta | None:
+            pack = packs.get(jurisdiction)
+            return pack.grace_period(rule_id) if pack is not None else None
+
+        alerts = AlertManager(
+            db=db,
+            registry=registry,
+            config=alerts_config,
+            mqtt=publisher,
+            grace_period=grace_period,
+        )
+        await alerts.open()
+        stack.push_async_callback(alerts.close)
+        engine = RulesEngine(registry, packs, silence_factor=settings.silence_factor)
+        pipeline = Pipeline(validator, writer, metrics, detectors=engine, sinks=[alerts.on_events])
 
         def on_connection(up: bool) -> None:
             metrics.broker_connected = up
 
         source = MqttSource(settings, pipeline.handle, on_connection=on_connection)
         source_ref.append(source)
-        runtime = Runtime(settings, registry, db, store, state, metrics, pipeline, source)
+        runtime = Runtime(
+            settings, registry, db, store, state, metrics, pipeline, source, packs, engine, alerts
+        )
 
         async with asyncio.TaskGroup() as tg:
             tasks = [
                 tg.create_task(writer.run(), name="writer"),
                 tg.create_task(pipeline.run_sinks(), name="finding-sinks"),
                 tg.create_task(pipeline.run_ticks(), name="detector-ticks"),
+                tg.create_task(alerts.run(), name="alert-delivery"),
                 tg.create_task(source.run(), name="mqtt-source"),
             ]
             try:

@@ -77,6 +77,11 @@ class Settings(BaseSettings):
     )
     auth_enabled: bool = Field(False, description="Require login/API token on every endpoint")
 
+    # Alerts (routing file: docs/alerts.md; secrets only from the environment)
+    alerts_file: Path | None = Field(None, description="Alert routing TOML")
+    smtp_password: SecretStr | None = None
+    webhook_secret: SecretStr | None = None
+
     # Detectors
     silence_factor: float = Field(6.0, description="Silent after this many sample intervals")
 

@@ -1,15 +1,13 @@
 """End to end: simulator telemetry published to a real Mosquitto, through the real
 gateway (validate, store, rules), to an alert e-mail received by a real SMTP server.
 
-The composition root does not wire the rules engine and the alert manager yet, so
-this test plugs them into the running pipeline the way the gateway will (detectors
-+ a finding sink).
+The composition root wires the rules engine and the alert manager; the test only
+gives the gateway an alert routing file that points at its SMTP server.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import tomllib
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -18,11 +16,8 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from alerts import AlertManager, AlertsConfig
 from firmware_sim.offline import run_offline
 from gateway.broker import BrokerProcess, free_port
-from gateway.rules.engine import RulesEngine
-from gateway.rules.pack import load_packs
 from gateway.runtime import run_gateway
 from gateway.settings import Settings
 from tests.mqtt_helpers import publish, wait_connected, wait_until
@@ -56,42 +51,26 @@ async def test_a_failed_pump_in_simulated_telemetry_ends_in_one_high_water_email
         mqtt_host=mosquitto.host, mqtt_port=mosquitto.port,
         mqtt_client_id=f"gw-{uuid.uuid4().hex[:8]}", batch_interval_s=0.02,
     )
-    packs = load_packs()
-
-    def grace(jurisdiction: str, rule_id: str) -> timedelta | None:
-        pack = packs.get(jurisdiction)
-        return pack.grace_period(rule_id) if pack is not None else None
-
     port = free_port()
-    config = AlertsConfig.model_validate({
+    alerts_file = tmp_path / "alerts.toml"
+    alerts_file.write_text(tomli_w.dumps({
         "poll_interval_s": 0.05, "mqtt": {"enabled": False},
         "smtp": {"host": "127.0.0.1", "port": port, "security": "none",
                  "sender": "SumpWatch <alerts@sumpwatch.test>"},
-    })
+    }))
+    settings = settings.model_copy(update={"alerts_file": alerts_file})
     with smtp_server(port) as smtp:
         async with run_gateway(settings) as runtime:
             await wait_connected(runtime)
-            manager = AlertManager(db=runtime.db, registry=runtime.registry, config=config,
-                                   grace_period=grace)
-            await manager.open()
-            runtime.pipeline.detectors = RulesEngine(runtime.registry, packs)
-            runtime.pipeline.sinks.append(manager.on_events)
-            task = asyncio.create_task(manager.run())
-            try:
-                await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, run.messages,
-                                        client_id="sim-e2e")
+            await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, run.messages,
+                                    client_id="sim-e2e")
 
-                async def emailed() -> bool:
-                    return any("high water" in m["Subject"].lower() for m in smtp.messages)
+            async def emailed() -> bool:
+                return any("high water" in m["Subject"].lower() for m in smtp.messages)
 
-                await wait_until(emailed, timeout=60)
-                await asyncio.sleep(0.5)  # more findings updates keep flowing: no more mail
-            finally:
-                alerts = await manager.list_alerts()
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-                await manager.close()
+            await wait_until(emailed, timeout=60)
+            await asyncio.sleep(0.5)  # more findings updates keep flowing: no more mail
+            alerts = await runtime.alerts.list_alerts()
     assert [(a.rule_id, a.severity.value, a.state.value) for a in alerts] == [
         ("high_water", "critical", "open")]
     (mail,) = smtp.messages  # one alert, one e-mail, despite many finding updates
