@@ -108,7 +108,7 @@ class IcingRiskDetector:
         known = {k: v for k, v in distances.items() if v is not None}
         self.nearest = min(known.items(), key=lambda kv: kv[1]) if known else None
         self.applies = (
-            inst.destination is DischargeDestination.GRADE
+            inst.destination in (DischargeDestination.GRADE, DischargeDestination.SWALE)
             and self.nearest is not None
             and self.nearest[1] < self.distance_ft
         )

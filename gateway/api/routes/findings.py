@@ -1,0 +1,222 @@
+"""Findings and the installation audit over HTTP.
+
+``GET /findings`` (filters ``site``, ``rule``, ``open``, ``from``, ``to``, ``limit``),
+``GET /sites/{site_id}/findings``, ``GET /audit`` and ``GET /sites/{site_id}/audit``.
+The finding repository, registry and packs come from ``request.app.state.runtime``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from pydantic import BaseModel, Field
+
+from gateway.api.deps import ScopeDep
+from gateway.domain import Citation, Finding
+from gateway.registry.models import SiteConfig
+from gateway.rules.audit import AuditItem, audit_site
+from gateway.rules.catalog import RULE_IDS
+from gateway.rules.repository import FindingRepository
+
+router = APIRouter(tags=["findings"])
+
+
+class FindingCitation(BaseModel):
+    """A place in an ordinance text."""
+
+    file: str
+    section: str
+    quote: str = ""
+    text: str = Field(description='Short form, e.g. "000_86c7187f3bed6ca5.txt §(c)(2)b"')
+
+    @classmethod
+    def of(cls, c: Citation) -> FindingCitation:
+        """From the domain type."""
+        return cls(file=c.file, section=c.section, quote=c.quote, text=str(c))
+
+
+class FindingPublic(BaseModel):
+    """A finding: what a detector concluded about a site, with evidence and citations."""
+
+    id: str
+    rule_id: str
+    site_id: str
+    severity: str
+    level: str = Field(description="icing_risk: watch / warning / violation; else a detail")
+    title: str
+    opened_at: datetime
+    updated_at: datetime
+    cleared_at: datetime | None
+    open: bool
+    audience: list[str]
+    evidence: dict[str, Any]
+    citations: list[FindingCitation]
+    action: str
+
+    @classmethod
+    def of(cls, f: Finding) -> FindingPublic:
+        """From the domain type."""
+        return cls(
+            id=f.id,
+            rule_id=f.rule_id,
+            site_id=f.site_id,
+            severity=f.severity.value,
+            level=f.level,
+            title=f.title,
+            opened_at=f.opened_at,
+            updated_at=f.updated_at,
+            cleared_at=f.cleared_at,
+            open=f.is_open,
+            audience=[a.value for a in f.audience],
+            evidence=dict(f.evidence),
+            citations=[FindingCitation.of(c) for c in f.citations],
+            action=f.action,
+        )
+
+
+class AuditItemPublic(BaseModel):
+    """One requirement a site fails (``fail``), may fail (``advisory``) or cannot be checked."""
+
+    requirement_id: str
+    status: str
+    message: str
+    action: str
+    field: str
+    actual: Any
+    expected: Any
+    citations: list[FindingCitation]
+
+    @classmethod
+    def of(cls, item: AuditItem) -> AuditItemPublic:
+        """From the audit's type."""
+        return cls(
+            requirement_id=item.requirement_id,
+            status=item.status,
+            message=item.message,
+            action=item.action,
+            field=item.field,
+            actual=item.actual,
+            expected=item.expected,
+            citations=[FindingCitation.of(c) for c in item.citations],
+        )
+
+
+class SiteAuditPublic(BaseModel):
+    """A site's installation audit against its jurisdiction's rule pack."""
+
+    site_id: str
+    jurisdiction: str
+    pack: str | None = Field(description="Rule pack name, None if the jurisdiction has none")
+    compliant: bool = Field(description="No failed requirement")
+    failures: int
+    advisories: int
+    items: list[AuditItemPublic]
+
+
+def _runtime(request: Request) -> Any:
+    return request.app.state.runtime
+
+
+def _repo(request: Request) -> FindingRepository:
+    repo: FindingRepository = _runtime(request).findings
+    return repo
+
+
+def _site(request: Request, site_id: str) -> SiteConfig:
+    site: SiteConfig | None = _runtime(request).registry.get(site_id)
+    if site is None:
+        raise HTTPException(status_code=404, detail=f"no site with id {site_id!r}")
+    return site
+
+
+def _check_rule(rule: str | None) -> None:
+    if rule is not None and rule not in RULE_IDS:
+        raise HTTPException(status_code=422, detail=f"unknown rule {rule!r}; one of {RULE_IDS}")
+
+
+OpenQ = Annotated[bool, Query(alias="open", description="Only findings not yet cleared")]
+FromQ = Annotated[datetime | None, Query(alias="from", description="Open at or after (RFC 3339)")]
+ToQ = Annotated[datetime | None, Query(alias="to", description="Opened at or before (RFC 3339)")]
+RuleQ = Annotated[str | None, Query(description="Rule id, e.g. sanitary_discharge")]
+LimitQ = Annotated[int, Query(ge=1, le=5000)]
+
+
+@router.get("/findings", response_model=list[FindingPublic])
+async def list_findings(
+    request: Request,
+    scope: ScopeDep,
+    site: Annotated[str | None, Query(description="Site id")] = None,
+    rule: RuleQ = None,
+    open_only: OpenQ = False,
+    since: FromQ = None,
+    until: ToQ = None,
+    limit: LimitQ = 500,
+) -> list[FindingPublic]:
+    """Findings of every site the caller may see, newest first."""
+    _check_rule(rule)
+    if site is not None:
+        _site(request, site)
+    found = await _repo(request).list(
+        site_id=site,
+        rule_id=rule,
+        open_only=open_only,
+        since=since,
+        until=until,
+        limit=limit,
+        site_ids=scope.site_ids(),
+    )
+    return [FindingPublic.of(f) for f in found]
+
+
+@router.get("/sites/{site_id}/findings", response_model=list[FindingPublic])
+async def site_findings(
+    request: Request,
+    site_id: str,
+    rule: RuleQ = None,
+    open_only: OpenQ = False,
+    since: FromQ = None,
+    until: ToQ = None,
+    limit: LimitQ = 500,
+) -> list[FindingPublic]:
+    """One site's findings, newest first."""
+    _check_rule(rule)
+    _site(request, site_id)
+    found = await _repo(request).list(
+        site_id=site_id, rule_id=rule, open_only=open_only, since=since, until=until, limit=limit
+    )
+    return [FindingPublic.of(f) for f in found]
+
+
+def _audit(request: Request, site: SiteConfig) -> SiteAuditPublic:
+    pack = _runtime(request).packs.get(site.jurisdiction)
+    items = [] if pack is None else audit_site(site, pack)
+    return SiteAuditPublic(
+        site_id=site.id,
+        jurisdiction=site.jurisdiction,
+        pack=None if pack is None else pack.name,
+        compliant=pack is not None and not any(i.status == "fail" for i in items),
+        failures=sum(1 for i in items if i.status == "fail"),
+        advisories=sum(1 for i in items if i.status == "advisory"),
+        items=[AuditItemPublic.of(i) for i in items],
+    )
+
+
+@router.get("/audit", response_model=list[SiteAuditPublic])
+async def audit_all(
+    request: Request,
+    scope: ScopeDep,
+    jurisdiction: Annotated[str | None, Query(description="Rule pack id")] = None,
+) -> list[SiteAuditPublic]:
+    """The installation audit of every site the caller may see."""
+    sites = scope.sites()
+    if jurisdiction is not None:
+        sites = [s for s in sites if s.jurisdiction == jurisdiction]
+    return [_audit(request, s) for s in sites]
+
+
+@router.get("/sites/{site_id}/audit", response_model=SiteAuditPublic)
+async def audit_one(request: Request, site_id: str) -> SiteAuditPublic:
+    """One site's installation audit: each failed requirement with its citation."""
+    return _audit(request, _site(request, site_id))

@@ -1,0 +1,176 @@
+"""``sumpwatch audit | replay | score``: plain typer command functions.
+
+The composition root mounts them (``app.command("audit")(audit)`` ...).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gateway.errors import SumpWatchError
+from gateway.registry.models import load_registry
+from gateway.rules.audit import audit_sites
+from gateway.rules.pack import load_packs
+from gateway.rules.replay import replay_file
+from gateway.rules.scoring import Score
+from gateway.rules.serialize import citation_json, event_json, finding_json
+from gateway.settings import REPO_DIR
+
+DEFAULT_SITES = REPO_DIR / "deploy" / "sites.example.toml"
+
+SitesOpt = Annotated[Path, typer.Option("--sites", help="Site registry TOML")]
+PacksOpt = Annotated[
+    Path | None, typer.Option("--packs", help="Extra folder of rule packs (*.toml)")
+]
+
+
+def _fail(exc: SumpWatchError) -> typer.Exit:
+    Console(stderr=True).print(f"[red]error:[/red] {exc}")
+    return typer.Exit(2)
+
+
+def audit(
+    sites: SitesOpt = DEFAULT_SITES,
+    packs: PacksOpt = None,
+    site: Annotated[str | None, typer.Option(help="Only this site")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON lines, one per item")] = False,
+    advisories: Annotated[bool, typer.Option(help="Also list advisory items")] = True,
+) -> None:
+    """Check every site's installation against its rule pack; list each failed requirement
+    with its citation. Exit status 1 when any requirement fails."""
+    try:
+        registry = load_registry(sites)
+        loaded = load_packs(packs)
+        targets = [registry.require(site)] if site else list(registry)
+    except SumpWatchError as exc:
+        raise _fail(exc) from exc
+    items = [i for i in audit_sites(targets, loaded) if advisories or i.status != "advisory"]
+    if as_json:
+        for i in items:
+            line = {
+                "site_id": i.site_id,
+                "jurisdiction": i.jurisdiction,
+                "requirement_id": i.requirement_id,
+                "status": i.status,
+                "message": i.message,
+                "action": i.action,
+                "field": i.field,
+                "actual": i.actual,
+                "expected": i.expected,
+                "citations": [citation_json(c) for c in i.citations],
+            }
+            sys.stdout.write(json.dumps(line, default=str) + "\n")
+    else:
+        table = Table(title=f"Installation audit ({len(targets)} sites)")
+        for col in ("site", "status", "requirement", "finding", "citation"):
+            table.add_column(col, overflow="fold")
+        for i in items:
+            style = {"fail": "red", "advisory": "yellow"}.get(i.status, "dim")
+            table.add_row(
+                i.site_id,
+                f"[{style}]{i.status}[/{style}]",
+                i.requirement_id,
+                i.message,
+                "; ".join(str(c) for c in i.citations),
+            )
+        Console().print(table)
+        failing = {i.site_id for i in items if i.status == "fail"}
+        Console().print(f"{len(failing)} of {len(targets)} sites fail at least one requirement.")
+    if any(i.status == "fail" for i in items):
+        raise typer.Exit(1)
+
+
+def replay(
+    telemetry: Annotated[Path, typer.Argument(help="JSONL file written by the simulator (--out)")],
+    sites: SitesOpt = DEFAULT_SITES,
+    packs: PacksOpt = None,
+    silence_factor: Annotated[
+        float, typer.Option(help="Silent after this many sample intervals")
+    ] = 6.0,
+    events: Annotated[
+        bool, typer.Option("--events", help="Print every opened/updated/cleared event")
+    ] = False,
+) -> None:
+    """Run the live detectors over a recorded telemetry file on data time and print the
+    findings as JSON lines (format: docs/detectors.md). A summary goes to stderr."""
+    try:
+        registry = load_registry(sites)
+        result = replay_file(telemetry, registry, load_packs(packs), silence_factor=silence_factor)
+    except SumpWatchError as exc:
+        raise _fail(exc) from exc
+    except OSError as exc:
+        raise _fail(SumpWatchError(f"cannot read {telemetry}: {exc}")) from exc
+    out = sys.stdout
+    if events:
+        for e in result.events:
+            out.write(json.dumps(event_json(e), default=str) + "\n")
+    else:
+        for f in result.findings:
+            out.write(json.dumps(finding_json(f), default=str) + "\n")
+    rejected = sum(result.rejected.values())
+    Console(stderr=True).print(
+        f"{result.messages} lines, {result.accepted} accepted, {rejected} refused "
+        f"{dict(result.rejected)}, {result.invalid_lines} unreadable; "
+        f"{len(result.findings)} findings"
+    )
+
+
+def score_table(score: Score) -> Table:
+    """The per-detector table (also pasted into docs/detectors.md)."""
+    table = Table(title=f"Detector accuracy over {len(score.scenarios)} scenarios")
+    for col in ("detector", "findings", "labels", "precision", "recall", "median delay",
+                "median delay (pump cycles)"):  # fmt: skip
+        table.add_column(col, justify="right" if col != "detector" else "left")
+    for rs in score.rules.values():
+        recall = "-" if rs.recall is None else f"{rs.recall:.2f}"
+        delay = "-" if rs.median_delay_s is None else f"{rs.median_delay_s:.0f} s"
+        cycles = "-" if rs.median_delay_cycles is None else f"{rs.median_delay_cycles:g}"
+        table.add_row(
+            rs.rule_id, str(rs.findings), str(rs.labels), f"{rs.precision:.2f}", recall, delay,
+            cycles,
+        )  # fmt: skip
+    return table
+
+
+def score(
+    scenario: Annotated[
+        list[str] | None, typer.Option("--scenario", help="Only these (repeatable)")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Simulator seed")] = 1,
+    packs: PacksOpt = None,
+    silence_factor: Annotated[float, typer.Option(help="As the gateway's setting")] = 6.0,
+    details: Annotated[bool, typer.Option(help="List false positives and misses")] = False,
+) -> None:
+    """Run every simulator scenario offline, replay it through the detectors and compare
+    with the ground-truth labels: per detector precision, recall and median delay."""
+    from firmware_sim.offline import list_scenarios  # the scorer needs the simulator
+    from gateway.rules.scoring import score_scenarios
+
+    console = Console()
+    names = scenario or list_scenarios()
+    try:
+        result = score_scenarios(
+            names,
+            load_packs(packs),
+            seed=seed,
+            silence_factor=silence_factor,
+            progress=lambda n: console.print(f"[dim]scenario {n}[/dim]"),
+        )
+    except SumpWatchError as exc:
+        raise _fail(exc) from exc
+    console.print(score_table(result))
+    normal = result.normal_findings
+    console.print(f"Findings on normal scenarios: {len(normal)} {normal if normal else ''}")
+    if details:
+        for rs in result.rules.values():
+            for fp in rs.false_positives:
+                console.print(f"[yellow]false positive[/yellow] {rs.rule_id} {fp}")
+            for miss in rs.missed:
+                console.print(f"[red]missed[/red] {rs.rule_id} {miss}")
