@@ -222,6 +222,18 @@ class Simulation:
         for _ in self._steps(emit=False):
             pass
 
+    def iter_steps(self) -> Iterator[float]:
+        """Advance step by step without messages, yielding the simulated seconds elapsed."""
+        for _ in self._steps(emit=False):
+            yield self.elapsed_s
+
+    def home(self, site_id: str) -> HomeSim:
+        """The physical state of one home."""
+        for home in self.homes:
+            if home.spec.site_id == site_id:
+                return home.sim
+        raise KeyError(site_id)
+
     def _clean_messages(self) -> Iterator[Message]:
         for home in self.homes:
             for node in home.nodes:

@@ -242,8 +242,10 @@ class HomeSim:
             return
         if self.fault_active("check_valve_fail", hours) or not self.model.line.check_valve:
             self.backflow_left_l = self.line_l  # the whole indoor line falls back
-        else:
-            self.line_l = min(self.line_l, self.hold_l)
+        elif self.line_l > self.hold_l:
+            # The indoor run past the riser drains on out of the outlet.
+            self.counters.outlet_l += self.line_l - self.hold_l
+            self.line_l = self.hold_l
 
     def advance(self, t0_s: float, dt_s: float, weather: Weather) -> None:
         """Advance the hydraulics, inflow and temperatures by ``dt_s`` from ``t0_s``."""
@@ -350,12 +352,14 @@ class HomeSim:
         out_slow = self.s_slow_l * (1 - math.exp(-minutes / k_slow))
         self.s_fast_l -= out_fast
         self.s_slow_l -= out_slow
-        self.inflow_lpm = (out_fast + out_slow) / minutes if minutes > 0 else q_fast + q_slow
+        drained = (out_fast + out_slow) / minutes if minutes > 0 else q_fast + q_slow
+        self.inflow_lpm = drained + inf.deep_lpm
         # Inflow temperature: groundwater, cooled by fresh recharge (melt is near 0 °C).
         recharge_c = min(max(weather.air_c, 0.5), 20.0)
-        total = q_fast + q_slow
+        total = q_fast + q_slow + inf.deep_lpm
         if total > 0:
-            self._inflow_c = (q_slow * inf.groundwater_c + q_fast * recharge_c) / total
+            ground = (q_slow + inf.deep_lpm) * inf.groundwater_c
+            self._inflow_c = (ground + q_fast * recharge_c) / total
         else:
             self._inflow_c = inf.groundwater_c
 

@@ -145,8 +145,9 @@ class InflowModel(BaseModel):
     recharge_fraction: float = Field(0.6, ge=0, le=1)
     fast_share: float = Field(0.5, ge=0, le=1)
     k_fast_h: float = Field(4.0, gt=0)
-    k_slow_d: float = Field(15.0, gt=0)
+    k_slow_d: float = Field(30.0, gt=0)
     baseflow_lpm: float = Field(1.5, ge=0, description="Initial slow-reservoir outflow")
+    deep_lpm: float = Field(0.3, ge=0, description="Deep groundwater below the frost line")
     groundwater_c: float = 9.0
 
 

@@ -24,8 +24,15 @@ DIURNAL_HALF_RANGE_C = 5.0
 LOCAL_OFFSET_H = -6.0
 #: Degree-day snowmelt factor, mm of water per °C per day above 0 °C.
 DEGREE_DAY_MELT_MM = 3.0
-#: Frost index (°C·day) at which the ground counts as continuously frozen.
-FROZEN_GROUND_INDEX = 60.0
+#: Frost index (°C·day) at which the ground counts as continuously frozen
+#: (Molnau & Bissell 1983 give 56-83; the upper end).
+FROZEN_GROUND_INDEX = 83.0
+#: Daily decay coefficient A of the frozen ground index.
+FROST_DECAY_PER_DAY = 0.97
+#: Snow insulation coefficient K (per cm of snow depth, times 0.4) for snow cover.
+FROST_SNOW_K = 0.5
+#: Settled snowpack: mm of water per cm of snow depth (density ~0.25).
+SNOW_DENSITY = 2.5
 #: Infiltration left to the drain tile when the ground is frozen solid.
 FROZEN_INFILTRATION = 0.12
 #: Soil temperature at lateral depth (~1.2 m): annual mean, amplitude, lag.
@@ -127,7 +134,7 @@ class Weather:
         else:
             # Roughly the freezing degree-days accumulated so far this winter.
             normal = seasonal_normal_c(self.start)
-            self.frost_index = max(0.0, -normal) * 30.0
+            self.frost_index = max(0.0, -normal) * 25.0
         self._update(self.start, 0.0)
 
     def hours_since_start(self, when: datetime) -> float:
@@ -198,12 +205,12 @@ class Weather:
         if self.air_c > 0 and self.snow_mm > 0:
             melt = min(self.snow_mm, DEGREE_DAY_MELT_MM * self.air_c * dt_day)
             self.snow_mm -= melt
-        # Frost index: degree-days of freezing, thawing twice as fast (snow insulates).
-        if self.air_c < 0:
-            insulation = 0.5 if self.snow_mm > 20 else 1.0
-            self.frost_index += -self.air_c * dt_day * insulation
-        else:
-            self.frost_index = max(0.0, self.frost_index - 2.0 * self.air_c * dt_day)
+        # Continuous frozen ground index (Molnau & Bissell 1983): decays 3 %/day,
+        # grows with degree-days of frost, damped by the snow's insulation.
+        depth_cm = self.snow_mm / SNOW_DENSITY
+        insulation = math.exp(-0.4 * FROST_SNOW_K * depth_cm)
+        decayed = self.frost_index * FROST_DECAY_PER_DAY**dt_day
+        self.frost_index = max(0.0, decayed - self.air_c * dt_day * insulation)
         frozen_share = min(1.0, self.frost_index / FROZEN_GROUND_INDEX)
         self.infiltration = 1.0 - (1.0 - FROZEN_INFILTRATION) * frozen_share
         self.recharge_mm_per_h = rain + (melt * 3600.0 / dt_s if dt_s > 0 else 0.0)

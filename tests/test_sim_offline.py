@@ -125,9 +125,7 @@ def test_bad_payloads_are_labelled_and_only_they_break_the_contract() -> None:
     items = {i["index"]: i for i in bad["items"]}
     assert bad["count"] == len(items) > 20
     assert bad["invalid"] == sum(1 for i in items.values() if not i["valid"])
-    assert {"malformed_json", "duplicate", "out_of_order", "clock_skew_future"} <= set(
-        bad["kinds"]
-    )
+    assert {"malformed_json", "duplicate", "out_of_order", "clock_skew_future"} <= set(bad["kinds"])
     for index, (topic, payload) in enumerate(run.messages):
         if topic.endswith("/status"):
             continue
