@@ -1,0 +1,290 @@
+"""Issue 6: docker-compose.yml, the Dockerfile and .env.example, validated statically
+(Docker does not run on these machines), plus the broker files they mount, on a real
+Mosquitto."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import paho.mqtt.client as mqtt
+import pytest
+import yaml
+from compose_spec import PyCompose
+
+from gateway.broker import BrokerProcess, mosquitto_binary, start_broker
+from gateway.settings import REPO_DIR, Settings
+
+COMPOSE_FILE = REPO_DIR / "docker-compose.yml"
+ENV_EXAMPLE = REPO_DIR / ".env.example"
+DOCKERFILE = REPO_DIR / "Dockerfile"
+MOSQUITTO_CONF = REPO_DIR / "deploy" / "mosquitto" / "mosquitto.conf"
+GRAFANA = REPO_DIR / "dashboards" / "grafana" / "provisioning"
+
+_VAR = re.compile(r"\$\{([A-Z0-9_]+)(?::?([-?])([^}]*))?\}")
+
+
+def env_example() -> dict[str, str]:
+    values = {}
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    return values
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """Compose's variable substitution: ${VAR}, ${VAR:-default}, ${VAR:?error}, $$."""
+
+    def sub(match: re.Match[str]) -> str:
+        name, op, arg = match.group(1), match.group(2), match.group(3)
+        if env.get(name):
+            return env[name]
+        if op == "?":
+            raise KeyError(f"{name} is required: {arg}")
+        return arg or ""
+
+    return _VAR.sub(sub, text).replace("$$", "$")
+
+
+def load(env: dict[str, str] | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(
+        interpolate(COMPOSE_FILE.read_text(), env or env_example())
+    )
+    return data
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return load()
+
+
+def bind_mounts(service: dict[str, Any]) -> list[tuple[str, str]]:
+    """(host path, container path) of every bind mount."""
+    mounts = []
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        if source.startswith(("./", "/")):
+            mounts.append((source, target))
+    return mounts
+
+
+def environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment", {})
+    assert isinstance(env, dict)
+    return {k: str(v) for k, v in env.items()}
+
+
+# -- the file as a whole -----------------------------------------------------------------
+
+
+def test_the_file_is_a_valid_compose_specification() -> None:
+    parsed = PyCompose.from_yaml(interpolate(COMPOSE_FILE.read_text(), env_example()))
+    assert set(parsed.service_names()) == {
+        "mosquitto",
+        "influxdb",
+        "grafana",
+        "gateway",
+        "simulator",
+    }
+
+
+def test_the_validator_rejects_a_misspelt_key() -> None:
+    with pytest.raises(ValueError):
+        PyCompose.from_yaml("services:\n  gateway:\n    imagee: x\n")
+
+
+def test_every_service_has_an_image_or_a_build_and_a_health_check(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        assert "image" in service or "build" in service, name
+        if name != "simulator":
+            assert service["healthcheck"]["test"], name
+    assert compose["services"]["simulator"]["profiles"] == ["demo"]
+    assert compose["services"]["gateway"]["build"] == "."
+    assert DOCKERFILE.exists()
+
+
+def test_dependencies_name_services_of_the_file(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    for name, service in services.items():
+        for dependency, rule in service.get("depends_on", {}).items():
+            assert dependency in services, (name, dependency)
+            assert "healthcheck" in services[dependency], (name, dependency)
+            assert rule["condition"] == "service_healthy"
+
+
+def test_every_bind_mounted_file_exists_in_the_repo(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        for source, _target in bind_mounts(service):
+            assert source.startswith("./"), f"{name}: absolute host path {source}"
+            assert (REPO_DIR / source).exists(), f"{name}: {source} is not in the repo"
+
+
+def test_named_volumes_keep_every_services_data(compose: dict[str, Any]) -> None:
+    declared = set(compose["volumes"])
+    used = {
+        volume.split(":")[0]
+        for service in compose["services"].values()
+        for volume in service.get("volumes", [])
+        if not volume.startswith(("./", "/"))
+    }
+    assert used == declared == {"mosquitto-data", "influxdb-data", "grafana-data", "gateway-data"}
+
+
+def test_no_secret_is_written_in_the_file() -> None:
+    raw = yaml.safe_load(COMPOSE_FILE.read_text())
+    for name, service in raw["services"].items():
+        for key, value in (service.get("environment") or {}).items():
+            if re.search(r"PASSWORD|SECRET|TOKEN", key):
+                assert re.fullmatch(r"\$\{[A-Z0-9_]+:\?[^}]+\}", str(value)), (name, key, value)
+
+
+def test_env_example_names_every_variable_the_file_uses() -> None:
+    used = set(_VAR.findall(COMPOSE_FILE.read_text()))
+    documented = env_example()
+    for name, op, _arg in used:
+        if op == "?":
+            assert documented.get(name), f"{name} is required but not in .env.example"
+        else:
+            assert name in documented, f"{name} is not in .env.example"
+
+
+def test_a_required_secret_missing_from_env_stops_the_file_loading() -> None:
+    env = env_example()
+    del env["SUMPWATCH_MQTT_PASSWORD"]
+    with pytest.raises(KeyError, match="SUMPWATCH_MQTT_PASSWORD"):
+        load(env)
+
+
+# -- the gateway's settings --------------------------------------------------------------
+
+
+def test_gateway_environment_is_valid_settings(compose: dict[str, Any]) -> None:
+    env = environment(compose["services"]["gateway"])
+    fields = {f"SUMPWATCH_{name.upper()}" for name in Settings.model_fields}
+    unknown = {k for k in env if k.startswith("SUMPWATCH_")} - fields
+    assert not unknown, f"not Settings fields: {unknown}"
+    values: dict[str, Any] = {k.removeprefix("SUMPWATCH_").lower(): v for k, v in env.items()}
+    settings = Settings.model_validate(values)
+    assert settings.store == "influxdb"
+
+
+def test_gateway_reaches_the_broker_and_influxdb_by_service_name(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    env = environment(services["gateway"])
+    assert env["SUMPWATCH_MQTT_HOST"] == "mosquitto"
+    assert f"listener {env['SUMPWATCH_MQTT_PORT']}" in MOSQUITTO_CONF.read_text()
+    assert any(p.endswith(f":{env['SUMPWATCH_MQTT_PORT']}") for p in services["mosquitto"]["ports"])
+    url = urlsplit(env["SUMPWATCH_INFLUX_URL"])
+    assert (url.hostname, url.port) == ("influxdb", 8086)
+    influx = environment(services["influxdb"])
+    assert influx["INFLUXDB_DB"] == env["SUMPWATCH_INFLUX_DATABASE"]
+    assert influx["INFLUXDB_USER"] == env["SUMPWATCH_INFLUX_USERNAME"]
+    assert influx["INFLUXDB_USER_PASSWORD"] == env["SUMPWATCH_INFLUX_PASSWORD"]
+
+
+def test_gateway_port_health_check_and_paths_agree(compose: dict[str, Any]) -> None:
+    gateway = compose["services"]["gateway"]
+    env = environment(gateway)
+    port = env["SUMPWATCH_API_PORT"]
+    assert any(p.endswith(f":{port}") for p in gateway["ports"])
+    assert f"127.0.0.1:{port}/health" in " ".join(gateway["healthcheck"]["test"])
+    assert f"EXPOSE {port}" in DOCKERFILE.read_text()
+    targets = {v.split(":")[1] for v in gateway["volumes"]}
+    assert env["SUMPWATCH_DATA_DIR"] in targets
+    assert env["SUMPWATCH_SITES_FILE"] in targets
+
+
+def test_the_image_runs_the_sumpwatch_gateway_command() -> None:
+    text = DOCKERFILE.read_text()
+    assert 'ENTRYPOINT ["sumpwatch"]' in text and 'CMD ["gateway"]' in text
+    assert 'sumpwatch = "gateway.cli:main"' in (REPO_DIR / "pyproject.toml").read_text()
+    for line in text.splitlines():
+        if line.startswith("COPY") and "--from" not in line:
+            for source in line.split()[1:-1]:
+                assert (REPO_DIR / source).exists(), f"Dockerfile copies missing {source}"
+
+
+# -- the broker and Grafana files the services mount --------------------------------------
+
+
+def test_mosquitto_mounts_every_file_its_config_names(compose: dict[str, Any]) -> None:
+    targets = {target for _s, target in bind_mounts(compose["services"]["mosquitto"])}
+    conf = MOSQUITTO_CONF.read_text()
+    for key in ("password_file", "acl_file", "certfile", "keyfile", "cafile"):
+        match = re.search(rf"^{key}\s+(\S+)", conf, re.M)
+        assert match, key
+        path = match.group(1)
+        assert any(path == t or path.startswith(t.rstrip("/") + "/") for t in targets), path
+    assert "/mosquitto/config/mosquitto.conf" in targets
+
+
+def test_grafana_gets_every_variable_its_provisioning_uses(compose: dict[str, Any]) -> None:
+    grafana = compose["services"]["grafana"]
+    env = environment(grafana)
+    text = (GRAFANA / "datasources" / "sumpwatch.yaml").read_text()
+    for name in re.findall(r"\$\{([A-Z0-9_]+)\}", text):
+        assert env.get(name), f"grafana lacks {name}"
+    url = urlsplit(env["GRAFANA_INFLUX_URL"])
+    assert (url.hostname, url.port) == ("influxdb", 8086)
+    influx = environment(compose["services"]["influxdb"])
+    assert env["GRAFANA_INFLUX_USER"] == influx["INFLUXDB_READ_USER"]
+    providers = yaml.safe_load((GRAFANA / "dashboards" / "sumpwatch.yaml").read_text())
+    targets = {target for _s, target in bind_mounts(grafana)}
+    assert providers["providers"][0]["options"]["path"] in targets
+    home = env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home.startswith(providers["providers"][0]["options"]["path"])
+    assert (REPO_DIR / "dashboards" / "grafana" / "dashboards" / Path(home).name).exists()
+
+
+@pytest.fixture
+def secured_broker(tmp_path: Path) -> Any:
+    if mosquitto_binary() is None:
+        pytest.fail("mosquitto is not installed")
+    broker = start_broker(
+        tmp_path / "mosquitto",
+        password_file=REPO_DIR / "deploy" / "mosquitto" / "passwd.example",
+        acl_file=REPO_DIR / "deploy" / "mosquitto" / "acl",
+    )
+    yield broker
+    broker.stop()
+
+
+def _client(broker: BrokerProcess, user: str, password: str, client_id: str) -> mqtt.Client:
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id)
+    client.username_pw_set(user, password)
+    client.connect(broker.host, broker.port)
+    return client
+
+
+@pytest.mark.integration
+def test_the_example_logins_let_the_simulator_publish_and_the_gateway_read(
+    secured_broker: BrokerProcess,
+) -> None:
+    env = env_example()
+    received: list[str] = []
+    gateway = _client(
+        secured_broker, env["SUMPWATCH_MQTT_USERNAME"], env["SUMPWATCH_MQTT_PASSWORD"], "gw"
+    )
+    gateway.on_message = lambda _c, _u, msg: received.append(msg.topic)
+    gateway.loop_start()
+    try:
+        gateway.subscribe("sumpwatch/v1/+/+/telemetry", qos=1)
+        simulator = _client(
+            secured_broker, env["SIM_MQTT_USERNAME"], env["SIM_MQTT_PASSWORD"], "sim"
+        )
+        simulator.loop_start()
+        time.sleep(0.3)
+        simulator.publish("sumpwatch/v1/elm-12/pit/telemetry", b"{}", qos=1).wait_for_publish(5)
+        deadline = time.monotonic() + 5
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.05)
+        simulator.disconnect()
+        simulator.loop_stop()
+    finally:
+        gateway.disconnect()
+        gateway.loop_stop()
+    assert received == ["sumpwatch/v1/elm-12/pit/telemetry"]
