@@ -137,6 +137,8 @@ def demo(
     console.print(f"[bold green]SumpWatch demo[/]: http://127.0.0.1:{api_port}/  (Ctrl-C to stop)")
     try:
         serve(settings, log_level="warning")
+    except KeyboardInterrupt:
+        pass  # uvicorn re-raises the SIGINT it handled; the stop below is the clean exit
     finally:
         sim.terminate()
         try:
