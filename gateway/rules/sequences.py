@@ -9,12 +9,15 @@ detector can be specified on a sequence whose truth is obvious.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from gateway.contract import NodeKind
-from gateway.domain import Reading
-from gateway.registry.models import SiteConfig
+from gateway.domain import Finding, FindingChange, FindingEvent, Reading
+from gateway.registry.models import SiteConfig, SiteRegistry
+from gateway.rules.engine import RulesEngine
+from gateway.rules.pack import load_packs
 
 _SEQ: dict[str, int] = {}
 
@@ -49,9 +52,10 @@ class MiniSump:
     pump_lpm: float = 150.0
     air_c: float = 5.0
     pipe_c: float = 5.0
-    pit_interval_s: int = 10
-    outlet_interval_s: int = 10
-    air_interval_s: int = 60
+    #: Sample intervals, s; None takes the site's node interval.
+    pit_interval_s: int | None = None
+    outlet_interval_s: int | None = None
+    air_interval_s: int | None = None
     outlet_offset_s: int = 3
     noise: float = 0.0
     seed: int = 1
@@ -65,6 +69,13 @@ class MiniSump:
         self.pit_id = self._node(NodeKind.PIT)
         self.outlet_id = self._node(NodeKind.DISCHARGE)
         self.air_id = self._node(NodeKind.AIR)
+        self._pit_every = self.pit_interval_s or self._interval(NodeKind.PIT)
+        self._outlet_every = self.outlet_interval_s or self._interval(NodeKind.DISCHARGE)
+        self._air_every = self.air_interval_s or self._interval(NodeKind.AIR)
+
+    def _interval(self, kind: NodeKind) -> int:
+        node = self.site.node_of_kind(kind)
+        return 10 if node is None else max(1, int(node.interval_s))
 
     def _node(self, kind: NodeKind) -> str | None:
         node = self.site.node_of_kind(kind)
@@ -97,14 +108,17 @@ class MiniSump:
             self.level_cm = min(self.level_cm, pit.depth_cm)
             ts = self.start + timedelta(seconds=self.t)
             sid = self.site.id
-            if self.pit_id and self.t % self.pit_interval_s == 0:
+            if self.pit_id and self.t % self._pit_every == 0:
                 level = max(0.0, self.level_cm + self._n(0.5))
                 out.append(
                     reading(
                         sid, self.pit_id, NodeKind.PIT, ts, level_cm=level, pump_on=self.pump_on
                     )
                 )
-            if self.outlet_id and self.t % self.outlet_interval_s == self.outlet_offset_s:
+            if (
+                self.outlet_id
+                and self.t % self._outlet_every == self.outlet_offset_s % self._outlet_every
+            ):
                 flowing = pumping and self.pump_on
                 flow = self.pump_lpm * (1 - f.sanitary_share) if flowing else 0.0
                 if f.frozen and self.pump_on:
@@ -124,6 +138,55 @@ class MiniSump:
                         pipe_temp_c=self.pipe_c,
                     )
                 )
-            if self.air_id and self.t % self.air_interval_s == 0:
+            if self.air_id and self.t % self._air_every == 0:
                 out.append(reading(sid, self.air_id, NodeKind.AIR, ts, air_temp_c=self.air_c))
         return out
+
+
+def make_site(
+    site_id: str = "test-1",
+    jurisdiction: str = "edgar",
+    *,
+    pit_interval_s: float = 10,
+    outlet_interval_s: float = 10,
+    air_interval_s: float = 60,
+    waivers: tuple[dict[str, object], ...] = (),
+    **installation: object,
+) -> SiteConfig:
+    """A site with pit, outlet and air nodes, default pit, and the given installation."""
+    return SiteConfig.model_validate(
+        {
+            "id": site_id,
+            "name": site_id,
+            "jurisdiction": jurisdiction,
+            "nodes": [
+                {"id": "pit", "kind": "pit", "interval_s": pit_interval_s},
+                {"id": "outlet", "kind": "discharge", "interval_s": outlet_interval_s},
+                {"id": "air", "kind": "air", "interval_s": air_interval_s},
+            ],
+            "installation": installation,
+            "waivers": list(waivers),
+        }
+    )
+
+
+def engine_for(*sites: SiteConfig, silence_factor: float = 6.0) -> RulesEngine:
+    """A rules engine over the given sites and the packaged packs."""
+    return RulesEngine(SiteRegistry(list(sites)), load_packs(), silence_factor)
+
+
+def feed(engine: RulesEngine, readings: Iterable[Reading]) -> list[FindingEvent]:
+    """Every event the engine emits for the readings, in order."""
+    events: list[FindingEvent] = []
+    for r in readings:
+        events.extend(engine.on_reading(r))
+    return events
+
+
+def opened(events: Iterable[FindingEvent], rule_id: str | None = None) -> list[Finding]:
+    """The findings that opened (optionally of one rule)."""
+    return [
+        e.finding
+        for e in events
+        if e.change is FindingChange.OPENED and (rule_id is None or e.finding.rule_id == rule_id)
+    ]

@@ -1,0 +1,263 @@
+"""Rule packs: each number against the ordinance text it cites, and the loader."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from gateway.domain import Citation
+from gateway.errors import ConfigError
+from gateway.rules.pack import PACKS_DIR, RulePack, load_packs
+from gateway.settings import REPO_DIR
+
+ORDINANCES = REPO_DIR.parent / "shared" / "ordinances"
+PACK_FILES = {
+    "edgar": "000_86c7187f3bed6ca5.txt",
+    "sewer-ord-247": "001_86660116dac6b430.txt",
+    "local-law-6-2024": "002_95501357ede9ea8f.txt",
+    "storm-ord-1991-43": "003_aa0dd9cc9c1ba57b.txt",
+}
+
+
+@pytest.fixture(scope="module")
+def packs() -> dict[str, RulePack]:
+    return load_packs()
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _all_citations(pack: RulePack) -> list[Citation]:
+    cites = [n.citation for n in pack.numbers.values()]
+    cites += list(pack.season.citations)
+    for p in pack.penalties:
+        cites += list(p.citations)
+        cites += [n.citation for n in (p.after_violations, p.within_days, p.jail_days) if n]
+    for spec in pack.rules.values():
+        cites += list(spec.citations) + list(spec.related)
+        cites += [c for c in (spec.waiver_citation, spec.grace_citation) if c]
+    for req in pack.requirements:
+        cites += list(req.citations)
+    return cites
+
+
+def test_one_pack_per_ordinance_text(packs: dict[str, RulePack]) -> None:
+    assert {p: packs[p].file for p in packs} == PACK_FILES
+
+
+@pytest.mark.parametrize("pack_id", sorted(PACK_FILES))
+def test_every_quote_is_verbatim_in_the_cited_text(
+    packs: dict[str, RulePack], pack_id: str
+) -> None:
+    if not ORDINANCES.is_dir():
+        pytest.fail(f"ordinance texts not found at {ORDINANCES}")
+    texts = {f.name: _norm(f.read_text()) for f in ORDINANCES.glob("*.txt")}
+    cites = _all_citations(packs[pack_id])
+    assert cites
+    for c in cites:
+        assert c.file == PACK_FILES[pack_id], c
+        for part in c.quote.split(" ... "):
+            assert _norm(part) in texts[c.file], f"{c}: {part!r} is not in the text"
+
+
+@pytest.mark.parametrize("pack_id", sorted(PACK_FILES))
+def test_every_integer_number_appears_in_its_quote(
+    packs: dict[str, RulePack], pack_id: str
+) -> None:
+    words = {1: "one", 2: "two", 3: "three", 6: "six", 10: "ten", 15: "fifteen", 30: "thirty"}
+    for path, number in packs[pack_id].numbers.items():
+        if isinstance(number.value, int):
+            quote = number.citation.quote.lower()
+            digits = re.search(rf"\b{number.value}\b", quote)
+            word = words.get(number.value, "?") in quote
+            assert digits or word, path
+
+
+def test_edgar_numbers(packs: dict[str, RulePack]) -> None:
+    edgar = packs["edgar"]
+    assert edgar.setbacks["foundation_wall_ft"].value == 2
+    assert edgar.setbacks["property_line_ft"].value == 10
+    assert edgar.setbacks["property_line_ft"].citation.section == "(c)(2)b"
+    assert edgar.setbacks["grade_property_line_ft"].citation.section == "(c)(2)e.2"
+    assert edgar.setbacks["pit_to_floor_drain_ft"].value == 10
+    assert edgar.setbacks["check_valve_above_floor_ft"].value == 1
+    assert edgar.pipe["min_inside_diameter_in"].value == 1
+    assert edgar.deadlines["connection_order_days"].value == 30
+    assert edgar.deadlines["connection_order_days"].citation.section == "(f)(1)"
+    assert edgar.deadlines["inspection_scheduling_days"].value == 30
+    assert edgar.deadlines["waiver_application_days"].value == 15
+    assert edgar.deadlines["waiver_application_days"].citation.section == "(f)(3)b"
+
+
+def test_edgar_winter_season_is_cited_nov_15_to_apr_15(packs: dict[str, RulePack]) -> None:
+    season = packs["edgar"].season
+    assert (season.start, season.end, season.is_default) == ((11, 15), (4, 15), False)
+    assert all(c.section == "(e)(1)b" for c in season.citations)
+    assert season.contains(date(2026, 11, 15)) and season.contains(date(2027, 4, 15))
+    assert season.contains(date(2027, 1, 10))
+    assert not season.contains(date(2026, 11, 14)) and not season.contains(date(2027, 4, 16))
+
+
+@pytest.mark.parametrize("pack_id", ["sewer-ord-247", "local-law-6-2024", "storm-ord-1991-43"])
+def test_packs_without_a_season_say_so_and_use_the_marked_default(
+    packs: dict[str, RulePack], pack_id: str
+) -> None:
+    season = packs[pack_id].season
+    assert season.is_default and season.citations == ()
+    assert (season.start, season.end) == ((11, 15), (4, 15))
+    assert season.label() == "Nov 15 - Apr 15 (default)"
+
+
+def test_edgar_penalty_is_300_dollars_a_month(packs: dict[str, RulePack]) -> None:
+    (surcharge,) = [p for p in packs["edgar"].penalties if p.id == "monthly_surcharge"]
+    assert surcharge.per == "month"
+    assert surcharge.min_usd and surcharge.min_usd.value == 300
+    assert surcharge.max_usd and surcharge.max_usd.value == 300
+    assert surcharge.citations[0].section == "(f)(4)a"
+
+
+def test_local_law_fines(packs: dict[str, RulePack]) -> None:
+    by_id = {p.id: p for p in packs["local-law-6-2024"].penalties}
+    first, later, misd = by_id["first_offense"], by_id["later_offense"], by_id["misdemeanor"]
+    assert first.per == later.per == "day"
+    assert (first.min_usd and first.min_usd.value, first.max_usd and first.max_usd.value) == (
+        50,
+        250,
+    )
+    assert (later.min_usd and later.min_usd.value, later.max_usd and later.max_usd.value) == (
+        100,
+        250,
+    )
+    assert misd.min_usd and misd.min_usd.value == 500
+    assert misd.max_usd and misd.max_usd.value == 1000
+    assert misd.after_violations and misd.after_violations.value == 3
+    assert misd.within_days and misd.within_days.value == 365
+    assert misd.jail_days and misd.jail_days.value == 30
+    assert misd.citations[0].section == "penalties B"
+
+
+def test_local_law_existing_discharge_date_and_setback(packs: dict[str, RulePack]) -> None:
+    law = packs["local-law-6-2024"]
+    existing = law.number("dates.existing_discharge_before")
+    assert existing and existing.value == "2024-01-01"
+    assert law.setbacks["property_line_or_row_ft"].value == 10
+    assert law.setbacks["property_line_or_row_ft"].citation.section == "existing-discharge C(1)"
+
+
+def test_sanitary_prohibition_only_where_the_text_says_it(packs: dict[str, RulePack]) -> None:
+    edgar = packs["edgar"].rule("sanitary_discharge")
+    assert edgar.enforced
+    assert [c.section for c in edgar.citations] == ["(b)", "(c)(1)"]
+    law = packs["local-law-6-2024"].rule("sanitary_discharge")
+    assert law.enforced
+    assert [c.section for c in law.citations] == ["E", "J", "existing-discharge A(3)"]
+    for pack_id in ("sewer-ord-247", "storm-ord-1991-43"):
+        spec = packs[pack_id].rule("sanitary_discharge")
+        assert not spec.enforced and spec.citations == () and spec.note
+
+
+def test_storm_ordinance_roof_drain_setback_is_not_applied_as_a_failure(
+    packs: dict[str, RulePack],
+) -> None:
+    storm = packs["storm-ord-1991-43"]
+    assert storm.setbacks["roof_drain_property_line_ft"].value == 3
+    uses = [r for r in storm.requirements if r.expected == 3]
+    assert uses and all(r.status == "advisory" for r in uses)
+
+
+def test_building_sewer_numbers_of_ord_247(packs: dict[str, RulePack]) -> None:
+    ord247 = packs["sewer-ord-247"]
+    assert ord247.number("building_sewer.min_diameter_in").value == 4  # type: ignore[union-attr]
+    assert ord247.number("building_sewer.min_slope_4in_in_per_ft").value == 0.25  # type: ignore[union-attr]
+    assert ord247.number("building_sewer.min_slope_6in_in_per_ft").value == 0.125  # type: ignore[union-attr]
+    assert ord247.number("building_sewer.bearing_wall_clearance_ft").value == 3  # type: ignore[union-attr]
+
+
+def test_grace_period_comes_from_the_connection_order(packs: dict[str, RulePack]) -> None:
+    assert packs["edgar"].grace_period("sanitary_discharge") == timedelta(days=30)
+    assert packs["edgar"].grace_period("icing_risk") is None
+    assert packs["local-law-6-2024"].grace_period("sanitary_discharge") is None
+    assert packs["edgar"].grace_period("high_water") is None
+
+
+def test_icing_distance_is_cited_in_edgar_and_local_law(packs: dict[str, RulePack]) -> None:
+    assert packs["edgar"].rule("icing_risk").params["distance_ft"].value == 10
+    law = packs["local-law-6-2024"].rule("icing_risk").params["distance_ft"]
+    assert law.value == 10 and law.citation.section == "existing-discharge C(1)"
+    assert "distance_ft" not in packs["sewer-ord-247"].rule("icing_risk").params
+
+
+def _write_pack(folder: Path, pack_id: str, body: str) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / f"{pack_id}.toml").write_text(
+        f'id = "{pack_id}"\nname = "Test"\nfile = "x.txt"\n' + body
+    )
+
+
+NEW_PACK = """
+[season]
+defined = true
+start = { value = "12-01", cite = { file = "x.txt", section = "(1)" } }
+end = { value = "03-01", cite = { file = "x.txt", section = "(1)" } }
+
+[setbacks.property_line_ft]
+value = 15
+unit = "ft"
+cite = { file = "x.txt", section = "(2)", quote = "15 feet" }
+
+[rules.sanitary_discharge]
+enforced = true
+cites = [{ file = "x.txt", section = "(3)" }]
+
+[[requirements]]
+id = "setback"
+field = "outlet_to_property_line_ft"
+check = "min"
+number = "setbacks.property_line_ft"
+message = "{actual} < {expected}"
+"""
+
+
+def test_a_new_pack_is_a_new_file(tmp_path: Path) -> None:
+    _write_pack(tmp_path / "extra", "new-town", NEW_PACK)
+    packs = load_packs(tmp_path / "extra")
+    assert set(packs) == set(PACK_FILES) | {"new-town"}
+    town = packs["new-town"]
+    assert town.setbacks["property_line_ft"].value == 15
+    assert town.season.label() == "Dec 1 - Mar 1"
+    assert town.rule("sanitary_discharge").enforced
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (
+            NEW_PACK.replace('cite = { file = "x.txt", section = "(2)", quote = "15 feet" }', ""),
+            "cite",
+        ),
+        (NEW_PACK.replace('"outlet_to_property_line_ft"', '"no_such_field"'), "no_such_field"),
+        (NEW_PACK.replace('number = "setbacks.property_line_ft"', 'number = "setbacks.x"'), "x"),
+        (NEW_PACK.replace('cites = [{ file = "x.txt", section = "(3)" }]', ""), "citation"),
+        (NEW_PACK.replace('"12-01"', '"13-01"'), "MM-DD"),
+    ],
+)
+def test_an_invalid_pack_is_refused_with_a_reason(tmp_path: Path, body: str, error: str) -> None:
+    _write_pack(tmp_path / "extra", "bad-town", body)
+    with pytest.raises(ConfigError, match=error):
+        load_packs(tmp_path / "extra")
+
+
+def test_pack_id_must_match_its_file_name(tmp_path: Path) -> None:
+    folder = tmp_path / "extra"
+    _write_pack(folder, "one", NEW_PACK)
+    (folder / "one.toml").rename(folder / "two.toml")
+    with pytest.raises(ConfigError, match="file name"):
+        load_packs(folder)
+
+
+def test_packaged_folder_holds_only_the_four_packs() -> None:
+    assert sorted(p.stem for p in PACKS_DIR.glob("*.toml")) == sorted(PACK_FILES)
