@@ -427,36 +427,43 @@ class InfluxStore:
         """Replay the spool, oldest first, with exponential backoff and jitter."""
         backoff = self.retry_min_s
         while True:
-            self._wake.clear()
-            batch: SpoolBatch | None = await asyncio.to_thread(self.spool.peek, self.batch_bytes)
-            if batch is None:
-                self._drained.set()
-                await self._wake.wait()
-                continue
             try:
-                await self.dirty.mark(_dirty_from_lines(batch.payload))
-                await self._post(batch.payload)
-            except _Retryable as exc:
-                self._went_down(str(exc))
-                await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
-                backoff = min(backoff * 2, self.retry_max_s)
-                continue
-            except _Rejected as exc:
-                path = await asyncio.to_thread(self.spool.reject, batch, str(exc))
-                self._counters["rejected_batches"] += 1
-                log.error("InfluxDB refused a spooled batch (%s); kept in %s", exc, path)
-                continue
-            except StoreError as exc:  # the SQLite marks could not be written
-                log.warning("rollup marks not written (%s); retrying", exc)
+                backoff = await self._replay_once(backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # Never let the replay die silently (e.g. a disk error reading the spool).
+                log.exception("InfluxDB spool replay failed; retrying")
                 await asyncio.sleep(backoff)
-                continue
-            await asyncio.to_thread(self.spool.ack, batch)
-            self._counters["spool_replayed_records"] += batch.records
-            backoff = self.retry_min_s
-            self._came_up()
-            if self.spool.empty:
-                self._spool_full = False
-                log.info("InfluxDB spool drained")
+                backoff = min(backoff * 2, self.retry_max_s)
+
+    async def _replay_once(self, backoff: float) -> float:
+        """Send the oldest spooled batch (or wait for one); return the next backoff."""
+        self._wake.clear()
+        batch: SpoolBatch | None = await asyncio.to_thread(self.spool.peek, self.batch_bytes)
+        if batch is None:
+            self._drained.set()
+            await self._wake.wait()
+            return backoff
+        try:
+            await self.dirty.mark(_dirty_from_lines(batch.payload))
+            await self._post(batch.payload)
+        except _Retryable as exc:
+            self._went_down(str(exc))
+            await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
+            return min(backoff * 2, self.retry_max_s)
+        except _Rejected as exc:
+            path = await asyncio.to_thread(self.spool.reject, batch, str(exc))
+            self._counters["rejected_batches"] += 1
+            log.error("InfluxDB refused a spooled batch (%s); kept in %s", exc, path)
+            return backoff
+        await asyncio.to_thread(self.spool.ack, batch)
+        self._counters["spool_replayed_records"] += batch.records
+        self._came_up()
+        if self.spool.empty:
+            self._spool_full = False
+            log.info("InfluxDB spool drained")
+        return self.retry_min_s
 
     # -- reading -------------------------------------------------------------------------
 
