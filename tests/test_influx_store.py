@@ -342,3 +342,24 @@ async def test_status_changes_and_findings_are_written_for_the_dashboards(
         [1, "warning", "watch", 'Discharge line "may" freeze, 2 m from walk'],
         [0, "warning", "watch", 'Discharge line "may" freeze, 2 m from walk'],
     ]
+
+
+async def test_readings_replayed_from_the_spool_are_rolled_up_too(
+    tmp_path: Path, influxd_private: InfluxServer, influx_database: str
+) -> None:
+    async with Opened(influx_settings(tmp_path, influxd_private, influx_database)) as store:
+        series = pit_series(720)  # one hour, one pump start a minute
+        await store.write(series[:360])
+        influxd_private.stop()
+        await store.write(series[360:])  # spooled
+        influxd_private.start()
+
+        async def drained() -> bool:
+            return store.spool.empty
+
+        await wait_until(drained)
+        await store.refresh_rollups(T0 + timedelta(days=1))
+        (hour,) = await store.rollups("elm-12", "1h", T0, T0 + timedelta(hours=1))
+        assert (hour.samples, hour.pump_cycles) == (720, 60)
+        minutes = await store.rollups("elm-12", "1m", T0, T0 + timedelta(hours=1))
+        assert len(minutes) == 60 and all(m.samples == 12 for m in minutes)
