@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,7 +16,7 @@ from gateway.settings import Settings
 from gateway.store.base import TimeSeriesStore
 from gateway.store.database import SqliteDatabase
 from gateway.store.factory import make_store
-from gateway.store.rollups import MAX_HOLD_S, compose, compute_minutes
+from gateway.store.rollups import MAX_HOLD_S, compose, compute_minutes, refresh_forever
 from tests import influx_fixture
 from tests.influx_fixture import T0, InfluxServer, pit_series, reading
 
@@ -179,3 +181,24 @@ async def test_rollups_are_per_node_and_filterable(store: TimeSeriesStore) -> No
     # 1 L/s over 11 sample intervals of 5 s, then the last value held for MAX_HOLD_S.
     assert sum(r.pumped_volume_l for r in outlet) == pytest.approx(55.0 + MAX_HOLD_S)
     assert await store.rollups("oak-3", "1m", T0, LATER) == []
+
+
+async def test_the_background_task_keeps_refreshing(store: TimeSeriesStore) -> None:
+    task = asyncio.create_task(refresh_forever(store, interval_s=0.05))
+    try:
+        await store.write(pit_series(12))
+        for _ in range(100):
+            if await store.rollups("elm-12", "1h", T0, LATER):
+                break
+            await asyncio.sleep(0.05)
+        await store.write(pit_series(12, start=T0 + timedelta(minutes=1), start_seq=12))
+        for _ in range(100):
+            hours = await store.rollups("elm-12", "1h", T0, LATER)
+            if hours and hours[0].samples == 24:
+                break
+            await asyncio.sleep(0.05)
+        assert hours[0].samples == 24
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

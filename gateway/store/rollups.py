@@ -24,6 +24,8 @@ assumed to keep pumping), clipped to bucket edges, so they add up exactly.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 import sqlite3
 import time
@@ -35,8 +37,11 @@ from typing import Any, Protocol
 
 from gateway.contract import FIELDS, NodeKind
 from gateway.domain import Reading
+from gateway.errors import SumpWatchError
 from gateway.store.base import RESOLUTION_SECONDS, FieldStats, Resolution, Rollup, SeriesQuery
 from gateway.store.database import SqliteDatabase
+
+log = logging.getLogger(__name__)
 
 #: Longest a sample's value is assumed to hold when integrating (s). Nodes report
 #: every 5-30 s; past a few intervals of silence nothing is assumed.
@@ -416,3 +421,22 @@ async def refresh(
             await backend.save_rollups([compose(parts, "1h", start)])
     await dirty.clear(marks)
     return written
+
+
+class _Refreshable(Protocol):
+    async def refresh_rollups(self, until: datetime | None = None) -> int:
+        """See TimeSeriesStore.refresh_rollups."""
+
+
+async def refresh_forever(store: _Refreshable, interval_s: float = 60.0) -> None:
+    """Refresh a store's rollups every ``interval_s`` until cancelled (an app task).
+
+    A failed refresh (e.g. InfluxDB unreachable) keeps its marks and is retried on
+    the next round.
+    """
+    while True:
+        try:
+            await store.refresh_rollups()
+        except SumpWatchError as exc:
+            log.warning("rollup refresh failed (%s); retrying in %.0f s", exc, interval_s)
+        await asyncio.sleep(interval_s)
