@@ -17,6 +17,7 @@ from gateway.store.base import TimeSeriesStore
 from gateway.store.database import SqliteDatabase
 from gateway.store.factory import make_store
 from gateway.store.rollups import MAX_HOLD_S, compose, compute_minutes, refresh_forever
+from gateway.store.sqlite import SqliteStore
 from tests import influx_fixture
 from tests.influx_fixture import T0, InfluxServer, pit_series, reading
 
@@ -202,3 +203,20 @@ async def test_the_background_task_keeps_refreshing(store: TimeSeriesStore) -> N
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_readings_stored_before_rollups_existed_are_rolled_up(tmp_path: Path) -> None:
+    db = SqliteDatabase(tmp_path / "old.db")
+    await db.open()
+    try:
+        old = SqliteStore(db)
+        await old.open()
+        await old.write(pit_series(24))
+        # As if written by a version without rollups: no marks, no rollups.
+        await db.write(lambda conn: conn.execute("DELETE FROM rollup_dirty"))
+        await SqliteStore(db).open()
+        assert await old.refresh_rollups(LATER) > 0
+        (hour,) = await old.rollups("elm-12", "1h", T0, LATER)
+        assert hour.samples == 24
+    finally:
+        await db.close()

@@ -136,6 +136,7 @@ class SqliteStore:
         await self.db.ensure_schema(SCHEMA)
         await self.db.ensure_schema(ROLLUP_SCHEMA)
         await self.dirty.open()
+        await self.db.write(_mark_unrolled_readings)
 
     async def close(self) -> None:
         """Nothing to flush: every write is its own committed transaction."""
@@ -283,6 +284,19 @@ class SqliteStore:
     async def refresh_rollups(self, until: datetime | None = None) -> int:
         """Recompute the rollup buckets that new readings touched (see ``rollups``)."""
         return await rollup_math.refresh(self, self.dirty, until)
+
+
+def _mark_unrolled_readings(conn: sqlite3.Connection) -> None:
+    """A database from before rollups existed: mark all its minutes once."""
+    if conn.execute("SELECT 1 FROM rollup_1m LIMIT 1").fetchone() is not None:
+        return
+    if conn.execute("SELECT 1 FROM rollup_dirty LIMIT 1").fetchone() is not None:
+        return
+    conn.execute(
+        "INSERT OR IGNORE INTO rollup_dirty (site_id, node_id, kind, minute, gen) "
+        "SELECT site_id, node_id, kind, CAST(ts / 60 AS INTEGER) * 60, 0 FROM readings "
+        "GROUP BY site_id, node_id, CAST(ts / 60 AS INTEGER)"
+    )
 
 
 def _rollup_table(resolution: Resolution) -> str:
