@@ -1,0 +1,189 @@
+"""Report charts with matplotlib (Agg backend, no display): PNG bytes.
+
+The same PNGs go into the PDF and, base64-encoded, into the HTML, so both show
+the same pictures. Figures are made with the object API (no pyplot state), so
+charts can be drawn from several threads.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from datetime import date
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.dates as mdates
+from matplotlib.figure import Figure
+
+from gateway.reports.models import DayStats, SiteReport, VillageReport, WeekStats
+
+WIDTH_IN = 7.0
+HEIGHT_IN = 2.6
+DPI = 150
+GRADE = "#4c9a2a"
+STORM = "#2b6cb0"
+SANITARY = "#c53030"
+PIT = "#555555"
+ICE = "#90cdf4"
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _style(ax: object) -> None:
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)  # type: ignore[attr-defined]
+    ax.grid(axis="y", color="#dddddd", linewidth=0.6)  # type: ignore[attr-defined]
+    ax.tick_params(labelsize=7)  # type: ignore[attr-defined]
+
+
+def _date_axis(
+    ax: object, days: Sequence[date], pad_days: float = 0.5, right_days: float | None = None
+) -> None:
+    """Dates on x, padded by half a bar so a one-day or one-week report still has a width."""
+    span = (days[-1] - days[0]).days if days else 0
+    locator: mdates.DateLocator
+    if span <= 14:
+        locator = mdates.DayLocator(interval=max(1, span // 7 or 1))
+    else:
+        locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
+    ax.xaxis.set_major_locator(locator)  # type: ignore[attr-defined]
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[attr-defined]
+    if days:
+        lo = mdates.date2num(days[0]) - pad_days
+        hi = mdates.date2num(days[-1]) + (pad_days if right_days is None else right_days)
+        ax.set_xlim(lo, hi)  # type: ignore[attr-defined]
+
+
+def _legend(ax: object, ncols: int) -> None:
+    # Below the plot, so it never hides a bar.
+    ax.legend(  # type: ignore[attr-defined]
+        fontsize=6, ncols=ncols, loc="upper left", bbox_to_anchor=(0.0, -0.12), frameon=False
+    )
+
+
+def volume_by_day(days: Sequence[DayStats], title: str = "Where the water went, by day") -> bytes:
+    """Stacked daily bars (grade / storm / sanitary suspected) and the pit volume."""
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN))
+    ax = fig.add_subplot()
+    x = [mdates.date2num(d.day) for d in days]
+    grade = [d.grade_l for d in days]
+    storm = [d.storm_l for d in days]
+    sanitary = [d.sanitary_l for d in days]
+    ax.bar(x, grade, width=0.9, color=GRADE, label="to grade")
+    ax.bar(x, storm, width=0.9, bottom=grade, color=STORM, label="to storm sewer")
+    base = [g + s for g, s in zip(grade, storm, strict=True)]
+    ax.bar(x, sanitary, width=0.9, bottom=base, color=SANITARY, label="sanitary (suspected)")
+    ax.plot(x, [d.pit_volume_l for d in days], color=PIT, linewidth=0.8, label="pumped from pit")
+    ax.set_ylabel("litres per day", fontsize=7)
+    ax.set_title(title, fontsize=9, loc="left")
+    _legend(ax, 4)
+    _style(ax)
+    _date_axis(ax, [d.day for d in days])
+    return _png(fig)
+
+
+def temperature_by_day(days: Sequence[DayStats]) -> bytes:
+    """Daily air minimum and maximum, the freezing line, and the icing days."""
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN))
+    ax = fig.add_subplot()
+    x = [mdates.date2num(d.day) for d in days]
+    lo = [d.air_min_c if d.air_min_c is not None else float("nan") for d in days]
+    hi = [d.air_max_c if d.air_max_c is not None else float("nan") for d in days]
+    ax.fill_between(x, lo, hi, color="#fbd38d", alpha=0.6, label="air min-max")
+    ax.plot(x, lo, color="#dd6b20", linewidth=0.8)
+    ax.axhline(0.0, color=STORM, linewidth=0.8, linestyle="--", label="0 °C")
+    icing = [d.day for d in days if d.icing]
+    for day in icing:
+        center = mdates.date2num(day)
+        ax.axvspan(center - 0.5, center + 0.5, color=ICE, alpha=0.3, zorder=0, linewidth=0)
+    if icing:
+        ax.plot([], [], color=ICE, linewidth=6, label="icing finding")
+    ax.set_ylabel("°C", fontsize=7)
+    ax.set_title("Air temperature and icing days", fontsize=9, loc="left")
+    _legend(ax, 3)
+    _style(ax)
+    _date_axis(ax, [d.day for d in days])
+    return _png(fig)
+
+
+def village_volume_by_week(weeks: Sequence[WeekStats]) -> bytes:
+    """Weekly volume pumped and the part suspected to the sanitary sewer (m³)."""
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN))
+    ax = fig.add_subplot()
+    x = [mdates.date2num(w.week_start) for w in weeks]
+    ax.bar(
+        x,
+        [w.outlet_volume_l / 1000 for w in weeks],
+        width=6.5,
+        align="edge",
+        color=GRADE,
+        label="at outlets",
+    )
+    ax.bar(
+        x,
+        [w.sanitary_l / 1000 for w in weeks],
+        width=6.5,
+        align="edge",
+        bottom=[w.outlet_volume_l / 1000 for w in weeks],
+        color=SANITARY,
+        label="sanitary (suspected)",
+    )
+    ax.set_ylabel("m³ per week", fontsize=7)
+    ax.set_title("Volume pumped, by week", fontsize=9, loc="left")
+    _legend(ax, 2)
+    _style(ax)
+    _date_axis(ax, [w.week_start for w in weeks], pad_days=0.5, right_days=7.5)
+    return _png(fig)
+
+
+def village_issues_by_week(weeks: Sequence[WeekStats]) -> bytes:
+    """Weekly icing site-days and sites with a violation."""
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN))
+    ax = fig.add_subplot()
+    x = [mdates.date2num(w.week_start) for w in weeks]
+    ax.bar(
+        x,
+        [w.icing_site_days for w in weeks],
+        width=6.5,
+        align="edge",
+        color=ICE,
+        label="icing site-days",
+    )
+    ax.plot(
+        [d + 3.5 for d in x],
+        [w.sites_in_violation for w in weeks],
+        color=SANITARY,
+        marker="o",
+        markersize=3,
+        linewidth=1,
+        label="sites with a violation",
+    )
+    ax.set_title("Icing and violations, by week", fontsize=9, loc="left")
+    _legend(ax, 2)
+    _style(ax)
+    _date_axis(ax, [w.week_start for w in weeks], pad_days=0.5, right_days=7.5)
+    return _png(fig)
+
+
+def site_charts(report: SiteReport) -> dict[str, bytes]:
+    """The property report's charts by name (none without any day)."""
+    if not report.days:
+        return {}
+    return {"volume": volume_by_day(report.days), "temperature": temperature_by_day(report.days)}
+
+
+def village_charts(report: VillageReport) -> dict[str, bytes]:
+    """The village report's charts by name (none without any week)."""
+    if not report.weeks:
+        return {}
+    return {
+        "volume": village_volume_by_week(report.weeks),
+        "issues": village_issues_by_week(report.weeks),
+    }

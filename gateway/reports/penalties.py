@@ -1,0 +1,149 @@
+"""Penalty estimates from a pack's penalty provisions and a site's violation days.
+
+Pure functions. The amounts come from the pack (every one cited); the counts
+come from the findings: a *violation day* is a local day on which a finding of an
+enforced rule at level ``violation`` was open. The result is an estimate shown
+with its citations, never a legal determination: the village imposes penalties
+after its own notice, inspection and process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import date, timedelta
+
+from gateway.reports.models import PenaltyEstimate, PenaltyLine
+from gateway.rules.pack import Penalty, RulePack
+
+DISCLAIMER = (
+    "Estimate only, not a legal determination: computed from the monitoring findings "
+    "and the amounts in the ordinance text. Penalties are imposed by the village after "
+    "its own notice, inspection and process."
+)
+
+
+def _amount(p: Penalty, count: int) -> tuple[float | None, float | None]:
+    lo = None if p.min_usd is None else p.min_usd.as_float * count
+    hi = None if p.max_usd is None else p.max_usd.as_float * count
+    return lo, hi
+
+
+def _range_text(p: Penalty) -> str:
+    if p.min_usd is None and p.max_usd is None:
+        return "no amount in the text"
+    lo = p.min_usd.as_float if p.min_usd is not None else None
+    hi = p.max_usd.as_float if p.max_usd is not None else None
+    if lo is not None and hi is not None and lo != hi:
+        return f"${lo:,.0f} to ${hi:,.0f} per {p.per}"
+    return f"${(lo if lo is not None else hi):,.0f} per {p.per}"
+
+
+def _months(days: Iterable[date]) -> list[tuple[int, int]]:
+    return sorted({(d.year, d.month) for d in days})
+
+
+def _month_label(ym: tuple[int, int]) -> str:
+    return date(ym[0], ym[1], 1).strftime("%b %Y")
+
+
+def most_within(days: Iterable[date], window_days: int) -> int:
+    """The most violation days that fall inside any window of ``window_days`` days."""
+    ordered = sorted(set(days))
+    best, lo = 0, 0
+    for hi, day in enumerate(ordered):
+        while day - ordered[lo] >= timedelta(days=window_days):
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
+def _line(
+    p: Penalty, count: int, basis: str, *, additive: bool, amounts: bool = True
+) -> PenaltyLine:
+    lo, hi = _amount(p, count) if amounts else (None, None)
+    return PenaltyLine(
+        penalty_id=p.id,
+        summary=p.summary,
+        per=p.per,
+        count=count,
+        basis=basis,
+        min_usd=lo,
+        max_usd=hi,
+        additive=additive and (lo is not None or hi is not None),
+        citations=p.citations,
+    )
+
+
+def estimate_penalties(
+    pack: RulePack | None, violation_days: Iterable[date], violations: int
+) -> PenaltyEstimate:
+    """Apply every penalty provision of ``pack`` to the violation days of one site.
+
+    ``violations`` is the number of distinct violation findings (for provisions
+    charged per violation without a day rule). Provisions by ``per``:
+
+    * ``month``: each calendar month with a violation day (Edgar (f)(4): a
+      surcharge on every monthly bill while out of compliance);
+    * ``day``: each violation day is a separate offense; when a pack lists
+      several per-day provisions they form a ladder in pack order (first offense,
+      then second or later offenses: L.L. 6-2024 penalties A);
+    * ``violation`` with ``after_violations``: a threshold (three or more within
+      a year: a misdemeanor), shown beside the total, not added to it;
+    * ``violation`` without one, or a provision without amounts: listed with its
+      citation, no amount.
+    """
+    days = sorted(set(violation_days))
+    months = _months(days)
+    if pack is None:
+        return PenaltyEstimate((), 0.0, 0.0, len(days), (), DISCLAIMER)
+    lines: list[PenaltyLine] = []
+    ladder = [p for p in pack.penalties if p.per == "day"]
+    n = len(days)
+    for p in pack.penalties:
+        rate = _range_text(p)
+        if p.per == "month":
+            names = ", ".join(_month_label(m) for m in months) or "none"
+            basis = f"{len(months)} month(s) with a violation finding ({names}); {rate}"
+            lines.append(_line(p, len(months), basis, additive=True))
+        elif p.per == "year":
+            years = sorted({d.year for d in days})
+            lines.append(_line(p, len(years), f"{len(years)} year(s); {rate}", additive=True))
+        elif p.per == "day":
+            if len(ladder) > 1 and p is ladder[0]:
+                count = min(n, 1)
+                basis = f"first violation day (first offense); {rate}"
+            elif len(ladder) > 1:
+                later = ladder.index(p) == len(ladder) - 1
+                count = max(n - 1, 0) if later else 0
+                basis = f"{count} further violation day(s), each a separate offense; {rate}"
+            else:
+                count = n
+                basis = f"{n} violation day(s), each day a separate offense; {rate}"
+            lines.append(_line(p, count, basis, additive=True))
+        elif p.after_violations is not None:
+            threshold = int(p.after_violations.as_float)
+            window = int(p.within_days.as_float) if p.within_days is not None else 365
+            count = most_within(days, window)
+            reached = count >= threshold
+            jail = f" or up to {p.jail_days.as_float:g} days in jail" if p.jail_days else ""
+            if reached:
+                basis = (
+                    f"{count} violation days within {window} days reach the threshold of "
+                    f"{threshold}: if convicted, {rate}{jail}"
+                )
+            else:
+                basis = f"{count} of {threshold} violations within {window} days: not reached"
+            lines.append(_line(p, count, basis, additive=False, amounts=reached))
+        else:
+            basis = f"{violations} violation finding(s); {rate}"
+            lines.append(_line(p, violations, basis, additive=False))
+    lo = sum(line.min_usd or 0.0 for line in lines if line.additive)
+    hi = sum(line.max_usd or 0.0 for line in lines if line.additive)
+    return PenaltyEstimate(
+        lines=tuple(lines),
+        min_usd=lo,
+        max_usd=hi,
+        violation_days=n,
+        violation_months=tuple(_month_label(m) for m in months),
+        disclaimer=DISCLAIMER,
+    )

@@ -1,0 +1,73 @@
+"""HTML for the web: Jinja2 templates (autoescaped) with the charts inlined as PNG.
+
+The page is self-contained (CSS and images inside), so it can be downloaded,
+mailed or archived as one file and still look the same.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from gateway.reports import text
+from gateway.reports.charts import site_charts, village_charts
+from gateway.reports.models import SiteReport, VillageReport
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def _env() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(["html", "j2"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        litres=text.litres,
+        m3=text.cubic_metres,
+        usd=text.usd,
+        percent=text.percent,
+        temp=text.temp,
+        duration=text.duration,
+        evidence=text.evidence_text,
+    )
+    env.globals.update(
+        usd_range=text.usd_range,
+        local_time=text.local_time,
+        status_label=text.STATUS_LABEL,
+        recommendation_label=text.RECOMMENDATION_LABEL,
+        destination_label=text.DESTINATION_LABEL,
+    )
+    return env
+
+
+_ENV = _env()
+
+
+def _data_uris(charts: dict[str, bytes]) -> dict[str, str]:
+    return {
+        name: "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+        for name, png in charts.items()
+    }
+
+
+def _css() -> str:
+    return (TEMPLATES / "report.css").read_text(encoding="utf-8")
+
+
+def site_html(report: SiteReport, charts: dict[str, bytes] | None = None) -> str:
+    """The property report as one HTML page."""
+    charts = site_charts(report) if charts is None else charts
+    template = _ENV.get_template("site.html.j2")
+    return template.render(r=report, charts=_data_uris(charts), css=_css())
+
+
+def village_html(report: VillageReport, charts: dict[str, bytes] | None = None) -> str:
+    """The village report as one HTML page."""
+    charts = village_charts(report) if charts is None else charts
+    template = _ENV.get_template("village.html.j2")
+    return template.render(r=report, charts=_data_uris(charts), css=_css())

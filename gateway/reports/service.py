@@ -1,0 +1,95 @@
+"""One entry point for the CLI, the API and the scheduler: scope + format -> file bytes."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from gateway.errors import ConfigError
+from gateway.reports.assemble import assemble_site_report, assemble_village_report
+from gateway.reports.models import SiteReport, VillageReport
+from gateway.reports.render_csv import site_csv, village_csv
+from gateway.reports.render_html import site_html, village_html
+from gateway.reports.render_pdf import site_pdf, village_pdf
+from gateway.reports.season import parse_season_label
+from gateway.reports.sources import ReportSources
+
+ReportFormat = Literal["pdf", "html", "csv"]
+FORMATS: tuple[ReportFormat, ...] = ("pdf", "html", "csv")
+MEDIA_TYPES: dict[str, str] = {
+    "pdf": "application/pdf",
+    "html": "text/html; charset=utf-8",
+    "csv": "text/csv; charset=utf-8",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedReport:
+    """A finished report file."""
+
+    content: bytes
+    media_type: str
+    filename: str
+
+
+def render(report: SiteReport | VillageReport, fmt: ReportFormat) -> bytes:
+    """Format assembled report data (CPU-bound: call it off the event loop)."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if isinstance(report, SiteReport):
+        if fmt == "pdf":
+            return site_pdf(report)
+        return (site_html(report) if fmt == "html" else site_csv(report)).encode("utf-8")
+    if fmt == "pdf":
+        return village_pdf(report)
+    return (village_html(report) if fmt == "html" else village_csv(report)).encode("utf-8")
+
+
+def report_filename(
+    season: str, fmt: str, *, site: str | None = None, jurisdiction: str | None = None
+) -> str:
+    """E.g. ``winter-2026-2027-site-hose.pdf`` or ``winter-2026-2027-edgar.csv``."""
+    scope = f"site-{site}" if site else (jurisdiction or "all-sites")
+    return f"winter-{season}-{scope}.{fmt}"
+
+
+async def build_winter_report(
+    sources: ReportSources,
+    season: str,
+    fmt: ReportFormat,
+    *,
+    site: str | None = None,
+    jurisdiction: str | None = None,
+    now: datetime | None = None,
+) -> RenderedReport:
+    """Assemble and render one report: a property (``site``) or a village (else).
+
+    Raises :class:`~gateway.errors.NotFound` for an unknown site and
+    :class:`~gateway.errors.ConfigError` for a bad season, format or scope.
+    """
+    parse_season_label(season)
+    if fmt not in FORMATS:
+        raise ConfigError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if site and jurisdiction:
+        raise ConfigError("give a site or a jurisdiction, not both")
+    if jurisdiction and not sources.registry.in_jurisdiction(jurisdiction):
+        raise ConfigError(f"no site is registered under jurisdiction {jurisdiction!r}")
+    report: SiteReport | VillageReport
+    if site:
+        report = await assemble_site_report(sources, site, season, now=now)
+    else:
+        report = await assemble_village_report(sources, season, jurisdiction=jurisdiction, now=now)
+    content = await asyncio.to_thread(render, report, fmt)
+    name = report_filename(season, fmt, site=site, jurisdiction=jurisdiction)
+    return RenderedReport(content, MEDIA_TYPES[fmt], name)
+
+
+def write_atomically(path: Path, content: bytes) -> None:
+    """Write a file so readers never see half of it (temp file, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(content)
+    tmp.replace(path)
