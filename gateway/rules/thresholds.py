@@ -41,6 +41,13 @@ ACCOUNTED_RATIO = 0.6
 #: product target is detection within 3 pump cycles).
 SANITARY_CYCLES_TO_OPEN = 2
 SANITARY_CYCLES_TO_CLEAR = 2
+#: When no outlet sample surely falls inside a run (sparse sampling), each dry
+#: sample adds -log10(1 - p) of evidence, p being its chance of catching a healthy
+#: line flowing (capped at P_CATCH_MAX); a flowing sample resets it. At
+#: SANITARY_EVIDENCE_TO_OPEN a healthy line would have had < 1e-4 chance of looking
+#: this dry. A cycle judged on sure samples counts 1.
+P_CATCH_MAX = 0.9
+SANITARY_EVIDENCE_TO_OPEN = 4.0
 #: A level drop this large between two samples without a pump-on sample is a
 #: pump cycle shorter than the sample interval.
 UNSEEN_CYCLE_DROP_CM = 6.0

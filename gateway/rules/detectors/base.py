@@ -14,7 +14,7 @@ from typing import Any
 from gateway.domain import Severity
 from gateway.registry.models import SiteConfig
 from gateway.rules.pack import RulePack
-from gateway.rules.thresholds import BACKFLOW_WINDOW, UNSEEN_CYCLE_DROP_CM
+from gateway.rules.thresholds import BACKFLOW_WINDOW, FLOW_PRESENT_LPM, UNSEEN_CYCLE_DROP_CM
 
 CM3_PER_L = 1000.0
 M_PER_IN = 0.0254
@@ -103,6 +103,8 @@ class PumpCycle:
     @property
     def est_duration(self) -> timedelta:
         """Midpoint estimate of how long the pump ran."""
+        if not self.seen:
+            return (self.end_ts - self.before_ts) / 2
         inner = self.last_on_ts - self.first_on_ts
         outer = self.end_ts - self.before_ts
         return (inner + outer) / 2
@@ -205,12 +207,23 @@ class OutletHistory:
         self._keep_volume = keep_volume
         #: A gap longer than this is not integrated (the node was silent).
         self._max_gap = timedelta(seconds=max(3 * interval_s, 30.0))
+        self.interval_s = interval_s
         self.last: OutletSample | None = None
+        self._flows: deque[float] = deque(maxlen=50)
+
+    def typical_flow_lpm(self) -> float | None:
+        """Median outlet flow while pumping (learned), None before any is seen."""
+        if len(self._flows) < 3:
+            return None
+        ordered = sorted(self._flows)
+        return ordered[len(ordered) // 2]
 
     def add(self, s: OutletSample) -> None:
         """Record a sample; integrate the flow since the previous one."""
         prev, self.last = self.last, s
         self.samples.append(s)
+        if s.flow_lpm >= FLOW_PRESENT_LPM:
+            self._flows.append(s.flow_lpm)
         if prev is not None:
             gap = s.ts - prev.ts
             if gap <= self._max_gap:

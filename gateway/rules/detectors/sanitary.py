@@ -10,6 +10,7 @@ an active waiver for ``sanitary_discharge`` the discharge is lawful: no finding.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,9 +25,11 @@ from gateway.rules.thresholds import (
     MIN_CYCLE_VOLUME_L,
     MIN_LINE_FILL,
     MIN_PUMP_FLOW_LPM,
+    P_CATCH_MAX,
     PRESSURE_BLOCKED_KPA,
     SANITARY_CYCLES_TO_CLEAR,
     SANITARY_CYCLES_TO_OPEN,
+    SANITARY_EVIDENCE_TO_OPEN,
     UNACCOUNTED_RATIO,
 )
 
@@ -53,6 +56,8 @@ class CycleJudgement:
     outlet_l: float | None
     outlet_samples: int
     reason: str
+    #: For an uncertain cycle: -log10 P(all its outlet samples dry | healthy line).
+    expected_hits: float = 0.0
 
     @property
     def ratio(self) -> float | None:
@@ -84,19 +89,50 @@ def judge_cycle(cycle: PumpCycle, state: SiteState) -> CycleJudgement:
     if not certain:
         if flow_seen:
             return result(CycleClass.ACCOUNTED, None, "outlet flowed during the run")
-        return result(CycleClass.INCONCLUSIVE, None, "no outlet sample while the pump ran")
+        if not window or any(s.pressure_kpa >= PRESSURE_BLOCKED_KPA for s in window):
+            return result(CycleClass.INCONCLUSIVE, None, "outlet silent or line blocked")
+        # Sparse sampling: no sample surely inside the run. How many outlet samples
+        # should have caught it flowing? Pooled over cycles by the detector.
+        learned = state.outlet.typical_flow_lpm()
+        run = timedelta(seconds=pit_l / learned * 60.0 if learned else duration_s)
+        evidence = sum(
+            -math.log10(1.0 - min(_p_catch(cycle, run, fill, s.ts), P_CATCH_MAX)) for s in window
+        )
+        j = result(CycleClass.INCONCLUSIVE, None, "no outlet sample while the pump ran")
+        return CycleJudgement(cycle, j.verdict, pit_l, None, 0, j.reason, evidence)
     mean_flow = sum(s.flow_lpm for s in certain) / len(certain)
     outlet_l = mean_flow * duration_s / 60.0
     ratio = outlet_l / pit_l
     if mean_flow < FLOW_ABSENT_LPM and any(s.pressure_kpa >= PRESSURE_BLOCKED_KPA for s in certain):
         return result(CycleClass.INCONCLUSIVE, outlet_l, "line pressurised without flow (blocked)")
-    if ratio < UNACCOUNTED_RATIO and not flow_seen:
-        return result(CycleClass.UNACCOUNTED, outlet_l, "outlet did not see the pumped water")
     if ratio < UNACCOUNTED_RATIO:
-        return result(CycleClass.INCONCLUSIVE, outlet_l, "low outlet volume but flow was seen")
+        return result(CycleClass.UNACCOUNTED, outlet_l, "outlet did not see the pumped water")
     if ratio >= ACCOUNTED_RATIO or flow_seen:
         return result(CycleClass.ACCOUNTED, outlet_l, "outlet accounts for the water")
     return result(CycleClass.INCONCLUSIVE, outlet_l, "partial outlet volume")
+
+
+def _p_catch(cycle: PumpCycle, run: timedelta, fill: timedelta, t: datetime) -> float:
+    """Chance that an outlet sample at ``t`` falls while water leaves the outlet.
+
+    The run (length ``run``) started somewhere the pit samples allow: after the
+    last sample with the pump off, no later than the first with it on, and ending
+    between the last on-sample and the first off-sample. Taking the start as
+    uniform over that range, water is at the outlet during [start + fill, start +
+    run]; the sample catches it if start lies in [t - run, t - fill].
+    """
+    if cycle.seen:
+        lo = max(cycle.before_ts, cycle.last_on_ts - run)
+        hi = min(cycle.first_on_ts, cycle.end_ts - run)
+    else:
+        lo, hi = cycle.before_ts, cycle.end_ts - run
+    if hi < lo:  # the run estimate does not fit the samples: say nothing
+        return 0.0
+    span = (hi - lo).total_seconds()
+    a, b = max(lo, t - run), min(hi, t - fill)
+    if span < 1.0:
+        return 1.0 if a <= b else 0.0
+    return max(0.0, (b - a).total_seconds()) / span
 
 
 class SanitaryDischargeDetector:
@@ -110,6 +146,7 @@ class SanitaryDischargeDetector:
         self._recent: deque[CycleJudgement] = deque(maxlen=6)
         self._streak_unaccounted = 0
         self._streak_accounted = 0
+        self._evidence = 0.0
 
     def restore_active(self) -> None:
         """Continue a finding restored from the store."""
@@ -133,19 +170,29 @@ class SanitaryDischargeDetector:
         return verdict
 
     def _judge(self, j: CycleJudgement, state: SiteState) -> Verdict | None:
-        if j.verdict is CycleClass.INCONCLUSIVE:
+        if j.verdict is CycleClass.INCONCLUSIVE and j.expected_hits <= 0:
             return None
-        self._recent.append(j)
-        if j.verdict is CycleClass.UNACCOUNTED:
-            self._streak_unaccounted += 1
-            self._streak_accounted = 0
-        else:
+        if j.verdict is CycleClass.ACCOUNTED:
             self._streak_accounted += 1
             self._streak_unaccounted = 0
-        if self._streak_unaccounted >= SANITARY_CYCLES_TO_OPEN:
-            self.active = True
-        elif self._streak_accounted >= SANITARY_CYCLES_TO_CLEAR:
-            self.active = False
+            self._evidence = 0.0
+            if self._streak_accounted >= SANITARY_CYCLES_TO_CLEAR:
+                self.active = False
+        else:
+            self._recent.append(j)
+            self._streak_accounted = 0
+            if j.verdict is CycleClass.UNACCOUNTED:
+                self._streak_unaccounted += 1
+                self._evidence += 1.0
+            else:
+                # Each dry outlet sample that had chance p of catching a healthy
+                # line flowing adds -log10(1 - p) (p capped: sensors glitch).
+                self._evidence += j.expected_hits
+            if (
+                self._streak_unaccounted >= SANITARY_CYCLES_TO_OPEN
+                or self._evidence >= SANITARY_EVIDENCE_TO_OPEN
+            ):
+                self.active = True
         if not self.active:
             return INACTIVE
         site = state.ctx.site
@@ -162,6 +209,7 @@ class SanitaryDischargeDetector:
             "violation" if enforced else "advice",
             {
                 "cycles_unaccounted": self._streak_unaccounted,
+                "evidence_log10": round(self._evidence, 2),
                 "pit_volume_l": r1(j.pit_l),
                 "outlet_volume_l": None if j.outlet_l is None else r1(j.outlet_l),
                 "outlet_share": None if j.ratio is None else round(j.ratio, 2),
