@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from gateway import __version__
-from gateway.api.routes import deadletters, health, sites
+from gateway.accounts.access import access_control
+from gateway.accounts.setup import install_accounts, open_accounts
+from gateway.api.routes import alerts, deadletters, health, sites
 from gateway.runtime import run_gateway
 from gateway.settings import Settings
+from gateway.web.setup import install_web
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -21,6 +24,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with run_gateway(settings) as runtime:
             app.state.runtime = runtime
+            await open_accounts(app, runtime, settings)
             yield
 
     app = FastAPI(
@@ -28,8 +32,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description="Sump-pump monitoring: telemetry, ordinance findings, alerts.",
         lifespan=lifespan,
+        # Authentication and site/jurisdiction scope on every route (accounts.access).
+        dependencies=[Depends(access_control)],
     )
     app.state.settings = settings
-    for module in (health, sites, deadletters):
+    for module in (health, sites, deadletters, alerts):
         app.include_router(module.router)
+    install_accounts(app)
+    install_web(app)
     return app

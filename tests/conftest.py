@@ -14,6 +14,8 @@ from gateway.settings import REPO_DIR, Settings
 from tests.mqtt_helpers import wait_connected
 
 DEMO_SITES = REPO_DIR / "deploy" / "sites.example.toml"
+#: The web/accounts fixtures (served app, demo users, Chromium), shared by their tests.
+pytest_plugins = ["tests.browser_fixtures"]
 
 
 @pytest.fixture

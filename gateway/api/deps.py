@@ -1,4 +1,13 @@
-"""FastAPI dependencies: the running Runtime, taken from app.state."""
+"""FastAPI dependencies: the running Runtime, taken from app.state, and access control.
+
+Every route is already behind ``access_control`` (app-wide): it authenticates and
+checks any ``{site_id}`` / ``{alert_id}`` / ``{jurisdiction}`` path parameter and
+``site`` / ``site_id`` / ``jurisdiction`` query parameter against the caller's scope.
+A route that lists things of many sites takes ``scope: ScopeDep`` and filters with
+``scope.filter(items, lambda x: x.site_id)`` (or passes ``scope.site_ids()`` to its
+query); without ``ScopeDep`` or ``PrincipalDep`` it is admin-only. ``StaffDep``
+limits a route to public works and admins. See docs/ui.md, "Access control".
+"""
 
 from __future__ import annotations
 
@@ -6,6 +15,14 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 
+from gateway.accounts.access import (
+    PrincipalDep,
+    ScopeDep,
+    StaffDep,
+    access_control,
+    register_resolver,
+    require_role,
+)
 from gateway.registry import SiteConfig
 from gateway.runtime import Runtime
 
@@ -28,3 +45,17 @@ def get_site(site_id: str, runtime: RuntimeDep) -> SiteConfig:
 
 
 SiteDep = Annotated[SiteConfig, Depends(get_site)]
+
+
+__all__ = [
+    "PrincipalDep",
+    "RuntimeDep",
+    "ScopeDep",
+    "SiteDep",
+    "StaffDep",
+    "access_control",
+    "get_runtime",
+    "get_site",
+    "register_resolver",
+    "require_role",
+]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
-from gateway.api.deps import RuntimeDep, SiteDep
+from gateway.api.deps import RuntimeDep, ScopeDep, SiteDep
 from gateway.api.models import NodePublic, ReadingPublic, ReadingsPublic, SitePublic, SiteSummary
 from gateway.contract import FIELDS
 from gateway.store.base import SeriesQuery
@@ -16,9 +16,9 @@ router = APIRouter(tags=["sites"])
 
 
 @router.get("/sites", response_model=list[SiteSummary])
-async def list_sites(runtime: RuntimeDep) -> list[SiteSummary]:
-    """Every site in the registry."""
-    return [SitePublic.summary(site) for site in runtime.registry]
+async def list_sites(scope: ScopeDep) -> list[SiteSummary]:
+    """Every site in the registry that the caller may see."""
+    return [SitePublic.summary(site) for site in scope.sites()]
 
 
 @router.get("/sites/{site_id}", response_model=SitePublic)

@@ -1,0 +1,63 @@
+"""Seed accounts from a TOML file (``[[user]]`` tables), e.g. the demo's users.
+
+Only for demos and first setup: the file holds plain passwords. Existing users
+are left as they are, so seeding twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.accounts.models import Role, User
+from gateway.accounts.store import AccountStore
+from gateway.errors import ConfigError
+
+
+class SeedUser(BaseModel):
+    """One ``[[user]]`` table."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    username: str = Field(min_length=1, max_length=64)
+    password: str
+    role: Role
+    display_name: str = ""
+    sites: tuple[str, ...] = ()
+    jurisdictions: tuple[str, ...] = ()
+
+
+class _SeedFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user: list[SeedUser] = Field(default_factory=list)
+
+
+def load_seed(path: Path) -> list[SeedUser]:
+    """Read and validate a users file."""
+    try:
+        data = tomllib.loads(path.read_text())
+        return _SeedFile.model_validate(data).user
+    except OSError as exc:
+        raise ConfigError(f"cannot read users file {path}: {exc}") from exc
+    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise ConfigError(f"users file {path} is invalid: {exc}") from exc
+
+
+async def seed_users(store: AccountStore, users: list[SeedUser]) -> list[User]:
+    """Create the users that do not exist yet; return the ones created."""
+    created = []
+    for u in users:
+        if await store.get_user(u.username) is not None:
+            continue
+        created.append(
+            await store.add_user(
+                u.username,
+                u.password,
+                u.role,
+                site_ids=u.sites,
+                jurisdictions=u.jurisdictions,
+                display_name=u.display_name,
+            )
+        )
+    return created

@@ -1,0 +1,71 @@
+"""How the app is wired for accounts: middleware, handlers, router, store."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+
+from gateway.accounts import routes
+from gateway.accounts.access import GuardDocsMiddleware, LoginRequired
+from gateway.accounts.ratelimit import LoginLimiter
+from gateway.accounts.security import SecurityHeadersMiddleware, install_log_redaction
+from gateway.accounts.seed import load_seed, seed_users
+from gateway.accounts.store import AccountStore
+from gateway.runtime import Runtime
+from gateway.settings import Settings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SECRET = "change-me-in-production"
+
+
+async def _login_required(request: Request, exc: Exception) -> Response:
+    wants_html = "text/html" in request.headers.get("accept", "")
+    if wants_html and request.method == "GET":
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"/login?next={_quote(target)}", status_code=303)
+    return JSONResponse(
+        {"detail": "authentication required: sign in or send 'Authorization: Bearer <token>'"},
+        status_code=401,
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+def _quote(path: str) -> str:
+    from urllib.parse import quote
+
+    return quote(path, safe="/")
+
+
+def install_accounts(app: FastAPI) -> None:
+    """Add security headers, the 401/redirect handler and the login routes.
+
+    The access-control dependency itself must be given to ``FastAPI(dependencies=
+    [Depends(access_control)])`` so that it precedes every router.
+    """
+    app.add_middleware(GuardDocsMiddleware)
+    app.add_middleware(SecurityHeadersMiddleware)
+    app.add_exception_handler(LoginRequired, _login_required)
+    app.include_router(routes.router)
+    app.state.login_limiter = LoginLimiter()
+
+
+async def open_accounts(app: FastAPI, runtime: Runtime, settings: Settings) -> AccountStore:
+    """Open the account tables (runtime.db), seed users, and stop secrets reaching logs."""
+    install_log_redaction()
+    store = AccountStore(runtime.db, settings.secret_key.get_secret_value())
+    await store.open()
+    app.state.accounts = store
+    users_file: Path | None = getattr(settings, "users_file", None)
+    if users_file is not None:
+        created = await seed_users(store, load_seed(users_file))
+        for user in created:
+            log.info("seeded %s account %r", user.role.value, user.username)
+    if settings.auth_enabled and settings.secret_key.get_secret_value() == DEFAULT_SECRET:
+        log.warning("auth is on with the default secret_key; set SUMPWATCH_SECRET_KEY")
+    if not settings.auth_enabled:
+        log.warning("auth_enabled is off: every request is treated as an administrator")
+    return store

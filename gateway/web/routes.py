@@ -1,0 +1,265 @@
+"""The pages: home (who am I, where to go), homeowner dashboard, public-works console.
+
+Every route here declares ``PrincipalDep`` or names a ``{site_id}`` /
+``{jurisdiction}``, so the app-wide access control scopes it (gateway.accounts.access).
+Panels are rendered by Jinja2 partials, both into the page and into the live
+updates, so there is one way each panel is drawn.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from sse_starlette import EventSourceResponse
+
+from alerts.models import Alert, InvalidTransition
+from gateway.accounts.access import PrincipalDep, ScopeDep
+from gateway.accounts.models import Principal
+from gateway.errors import NotFound
+from gateway.registry import SiteConfig
+from gateway.web import live
+from gateway.web.series import RANGES, ChartsView, Range, charts_view
+from gateway.web.templating import render, templates
+from gateway.web.units import UNITS_COOKIE, units_of
+from gateway.web.views import ConsoleView, SiteOverview, console_view, site_overview
+
+router = APIRouter(include_in_schema=False)
+api = APIRouter(tags=["dashboard"])
+
+
+def _runtime(request: Request) -> Any:
+    return request.app.state.runtime
+
+
+def _site(request: Request, site_id: str) -> SiteConfig:
+    # access_control has already answered 404 for a site out of scope.
+    site: SiteConfig | None = _runtime(request).registry.get(site_id)
+    if site is None:
+        raise HTTPException(404, detail=f"no site with id {site_id!r}")
+    return site
+
+
+def _jurisdiction_sites(request: Request, jurisdiction: str) -> list[SiteConfig]:
+    sites: list[SiteConfig] = _runtime(request).registry.in_jurisdiction(jurisdiction)
+    if not sites:
+        raise HTTPException(404, detail=f"no jurisdiction with id {jurisdiction!r}")
+    return sites
+
+
+# ---------------------------------------------------------------------- pages
+
+
+@router.get("/")
+async def home(request: Request, scope: ScopeDep) -> Response:
+    """Send each person where they work: their site, their console, or a list."""
+    principal = scope.principal
+    sites = scope.sites()
+    jurisdictions = scope.jurisdictions()
+    if not principal.is_staff and len(sites) == 1:
+        return RedirectResponse(f"/site/{sites[0].id}", status_code=303)
+    if principal.is_staff and not principal.is_admin and len(jurisdictions) == 1:
+        return RedirectResponse(f"/console/{jurisdictions[0]}", status_code=303)
+    return render(request, "index.html", principal, sites=sites, jurisdictions=jurisdictions)
+
+
+@router.get("/units")
+async def set_units(
+    request: Request, principal: PrincipalDep, set: str = "us", next: str = "/"
+) -> Response:
+    """Switch US customary / metric (a cookie) and go back."""
+    target = next if next.startswith("/") and not next.startswith("//") else "/"
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        UNITS_COOKIE, "metric" if set == "metric" else "us", max_age=365 * 86400, samesite="lax"
+    )
+    return response
+
+
+async def _overview(request: Request, site: SiteConfig, principal: Principal) -> SiteOverview:
+    return await site_overview(_runtime(request), site, principal, units_of(request))
+
+
+def _panels_html(request: Request, name: str, principal: Principal, **context: Any) -> str:
+    template = templates.get_template(name)
+    return template.render(
+        request=request, principal=principal, csrf_token=principal.csrf_token or "", **context
+    )
+
+
+@router.get("/site/{site_id}")
+async def dashboard(request: Request, site_id: str, principal: PrincipalDep) -> Response:
+    """The homeowner dashboard of one site (also public works' drill-down)."""
+    site = _site(request, site_id)
+    overview = await _overview(request, site, principal)
+    return render(
+        request,
+        "dashboard.html",
+        principal,
+        site=site,
+        o=overview,
+        ranges=RANGES,
+        installation=site.installation.model_dump(mode="json"),
+    )
+
+
+@router.get("/console/{jurisdiction}")
+async def console(request: Request, jurisdiction: str, principal: PrincipalDep) -> Response:
+    """The public-works console of one jurisdiction."""
+    sites = _jurisdiction_sites(request, jurisdiction)
+    view = await console_view(_runtime(request), jurisdiction, sites, principal, units_of(request))
+    map_points = [
+        {"id": r.site_id, "name": r.name, "lat": r.lat, "lon": r.lon, "status": r.status}
+        for r in view.rows
+        if r.lat is not None and r.lon is not None
+    ]
+    return render(
+        request,
+        "console.html",
+        principal,
+        c=view,
+        # Escaped so no value can close the <script> element it is embedded in.
+        map_json=json.dumps(map_points).replace("<", "\\u003c"),
+    )
+
+
+# ---------------------------------------------------------------------- data for the pages
+
+
+@api.get("/site/{site_id}/overview.json", response_model=SiteOverview)
+async def overview_json(request: Request, site_id: str, principal: PrincipalDep) -> SiteOverview:
+    """The dashboard's state as JSON (what the page shows, in the viewer's units)."""
+    return await _overview(request, _site(request, site_id), principal)
+
+
+@api.get("/site/{site_id}/charts.json", response_model=ChartsView)
+async def charts_json(
+    request: Request,
+    site_id: str,
+    principal: PrincipalDep,
+    range: Annotated[Range, Query(description="24h, 7d or season")] = "24h",
+) -> ChartsView:
+    """Chart series of one range, from rollups, in the viewer's units."""
+    return await charts_view(_runtime(request), _site(request, site_id), range, units_of(request))
+
+
+@api.get("/site/{site_id}/events")
+async def site_events(
+    request: Request, site_id: str, principal: PrincipalDep
+) -> EventSourceResponse:
+    """Server-sent events: ``panels`` (HTML) and ``points`` (new chart points)."""
+    site = _site(request, site_id)
+
+    async def panels() -> str:
+        overview = await _overview(request, site, principal)
+        return _panels_html(request, "_overview.html", principal, o=overview, site=site)
+
+    return live.site_events(request, site, units_of(request), panels)
+
+
+@api.get("/console/{jurisdiction}/view.json", response_model=ConsoleView)
+async def console_json(request: Request, jurisdiction: str, principal: PrincipalDep) -> ConsoleView:
+    """The console's state as JSON."""
+    sites = _jurisdiction_sites(request, jurisdiction)
+    return await console_view(_runtime(request), jurisdiction, sites, principal, units_of(request))
+
+
+@api.get("/console/{jurisdiction}/events")
+async def console_events(
+    request: Request, jurisdiction: str, principal: PrincipalDep
+) -> EventSourceResponse:
+    """Server-sent events: ``panels`` (HTML of the table, alerts and audit)."""
+    sites = _jurisdiction_sites(request, jurisdiction)
+
+    async def panels() -> str:
+        view = await console_view(
+            _runtime(request), jurisdiction, sites, principal, units_of(request)
+        )
+        return _panels_html(request, "_console.html", principal, c=view)
+
+    return live.console_events(request, jurisdiction, [s.id for s in sites], panels)
+
+
+# ---------------------------------------------------------------------- alert actions
+
+
+def _manager(request: Request) -> Any:
+    manager = getattr(_runtime(request), "alerts", None)
+    if manager is None:
+        raise HTTPException(503, detail="alerts are not enabled on this gateway")
+    return manager
+
+
+def _answer(request: Request, alert: Alert, back: str) -> Response:
+    if "application/json" in request.headers.get("accept", ""):
+        return JSONResponse(
+            {"id": alert.id, "state": alert.state.value, "assignee": alert.assignee}
+        )
+    target = back if back.startswith("/") and not back.startswith("//") else "/"
+    return RedirectResponse(target, status_code=303)
+
+
+async def _act(request: Request, action: Any) -> Alert:
+    try:
+        alert: Alert = await action
+    except NotFound as exc:
+        raise HTTPException(404, detail=str(exc)) from exc
+    except InvalidTransition as exc:
+        raise HTTPException(409, detail=str(exc)) from exc
+    return alert
+
+
+@router.post("/ui/alerts/{alert_id}/ack")
+async def ack_alert(
+    request: Request,
+    alert_id: str,
+    principal: PrincipalDep,
+    note: Annotated[str, Form(max_length=2000)] = "",
+    back: Annotated[str, Form(max_length=500)] = "/",
+) -> Response:
+    """Acknowledge an alert of a site you can see (homeowner or staff)."""
+    alert = await _act(
+        request,
+        _manager(request).acknowledge(alert_id, by=principal.username, note=note or None),
+    )
+    return _answer(request, alert, back)
+
+
+def _require_staff(principal: Principal) -> None:
+    if not principal.is_staff:
+        raise HTTPException(403, detail="only public works can assign or resolve alerts")
+
+
+@router.post("/ui/alerts/{alert_id}/assign")
+async def assign_alert(
+    request: Request,
+    alert_id: str,
+    principal: PrincipalDep,
+    assignee: Annotated[str, Form(max_length=200)] = "",
+    back: Annotated[str, Form(max_length=500)] = "/",
+) -> Response:
+    """Assign an alert to someone at public works (staff only)."""
+    _require_staff(principal)
+    alert = await _act(
+        request, _manager(request).assign(alert_id, assignee=assignee.strip() or None)
+    )
+    return _answer(request, alert, back)
+
+
+@router.post("/ui/alerts/{alert_id}/resolve")
+async def resolve_alert(
+    request: Request,
+    alert_id: str,
+    principal: PrincipalDep,
+    note: Annotated[str, Form(max_length=2000)] = "",
+    back: Annotated[str, Form(max_length=500)] = "/",
+) -> Response:
+    """Resolve an alert by hand, with a note (staff only)."""
+    _require_staff(principal)
+    alert = await _act(
+        request,
+        _manager(request).resolve(alert_id, by=principal.username, note=note or None),
+    )
+    return _answer(request, alert, back)

@@ -1,0 +1,173 @@
+"""What the pages read from the running gateway, each source optional.
+
+The runtime grows attributes as features are wired (``alerts``, ``packs``, the
+rules engine as ``pipeline.detectors``); the pages degrade to "not available"
+instead of failing when one is missing. Everything else reads the store interface
+(:class:`gateway.store.base.TimeSeriesStore`), so both backends work.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from alerts.models import Alert, AlertQuery, AlertState
+from gateway.domain import Finding, Reading
+from gateway.registry import SiteConfig
+from gateway.rules.audit import AuditItem, audit_site
+from gateway.rules.pack import RulePack, load_packs
+from gateway.store.base import Rollup, SeriesQuery
+from gateway.store.rollups import MAX_HOLD_S, compute_minutes, floor_to
+
+#: Alerts that still want someone's attention.
+LIVE_ALERT_STATES = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_packs(extra_dir: Path | None) -> dict[str, RulePack]:
+    return load_packs(extra_dir)
+
+
+def packs(runtime: Any) -> dict[str, RulePack]:
+    """The rule packs: the runtime's when wired, else loaded once from the settings."""
+    loaded = getattr(runtime, "packs", None)
+    if loaded:
+        return dict(loaded)
+    return _load_packs(runtime.settings.rule_packs_dir)
+
+
+def pack_of(runtime: Any, site: SiteConfig) -> RulePack | None:
+    """The site's jurisdiction pack, if there is one."""
+    return packs(runtime).get(site.jurisdiction)
+
+
+def audit(runtime: Any, site: SiteConfig) -> list[AuditItem]:
+    """The static installation audit of one site."""
+    pack = pack_of(runtime, site)
+    return [] if pack is None else audit_site(site, pack)
+
+
+def open_findings(runtime: Any, site_ids: Iterable[str] | None = None) -> list[Finding]:
+    """Open findings held by the rules engine (empty when no engine is wired)."""
+    engine = getattr(runtime, "engine", None) or getattr(runtime.pipeline, "detectors", None)
+    getter = getattr(engine, "open_findings", None)
+    if getter is None:
+        return []
+    wanted = None if site_ids is None else set(site_ids)
+    return [f for f in getter() if wanted is None or f.site_id in wanted]
+
+
+def alerts_enabled(runtime: Any) -> bool:
+    """True when an alert manager is wired."""
+    return getattr(runtime, "alerts", None) is not None
+
+
+async def live_alerts(
+    runtime: Any, *, site_id: str | None = None, jurisdiction: str | None = None
+) -> list[Alert]:
+    """Open and acknowledged alerts, newest first (empty when alerts are not wired)."""
+    manager = getattr(runtime, "alerts", None)
+    if manager is None:
+        return []
+    found: list[Alert] = []
+    for state in LIVE_ALERT_STATES:
+        found += await manager.list_alerts(
+            AlertQuery(site_id=site_id, jurisdiction=jurisdiction, state=state, limit=500)
+        )
+    return sorted(found, key=lambda a: a.opened_at, reverse=True)
+
+
+async def readings(
+    runtime: Any,
+    site_id: str,
+    node_id: str,
+    start: datetime,
+    end: datetime,
+    fields: tuple[str, ...] = (),
+    limit: int = 20_000,
+) -> list[Reading]:
+    """Raw readings of one node in [start, end)."""
+    query = SeriesQuery(site_id, node_id=node_id, fields=fields, start=start, end=end, limit=limit)
+    rows: list[Reading] = await runtime.store.readings(query)
+    return rows
+
+
+async def minute_rollups(
+    runtime: Any, site: SiteConfig, start: datetime, end: datetime
+) -> dict[str, list[Rollup]]:
+    """1-minute rollups of every node over [start, end), completed from raw readings.
+
+    Stored rollups lag real time by a few minutes (``refresh_rollups`` runs every
+    minute and waits for held values to end), so the minutes after the last stored
+    bucket are computed here from the raw readings with the store's own
+    :func:`compute_minutes`: the dashboard shows the last minutes too.
+    """
+    stored: list[Rollup] = await runtime.store.rollups(site.id, "1m", start, end)
+    by_node: dict[str, list[Rollup]] = {n.id: [] for n in site.nodes}
+    for r in stored:
+        by_node.setdefault(r.node_id, []).append(r)
+    first_minute = floor_to(start.timestamp(), 60)
+    for node in site.nodes:
+        done = by_node[node.id]
+        tail_from = floor_to(done[-1].end.timestamp(), 60) if done else first_minute
+        tail_to = end.timestamp()
+        if tail_from >= tail_to:
+            continue
+        raw = await readings(
+            runtime,
+            site.id,
+            node.id,
+            datetime.fromtimestamp(tail_from - MAX_HOLD_S, start.tzinfo),
+            end,
+        )
+        minutes = range(tail_from, int(tail_to) + 1, 60)
+        done.extend(r for r in compute_minutes(raw, minutes) if r.start < end)
+    return by_node
+
+
+async def hour_rollups(
+    runtime: Any, site: SiteConfig, start: datetime, end: datetime
+) -> dict[str, list[Rollup]]:
+    """Stored 1-hour rollups of every node over [start, end)."""
+    stored: list[Rollup] = await runtime.store.rollups(site.id, "1h", start, end)
+    by_node: dict[str, list[Rollup]] = {n.id: [] for n in site.nodes}
+    for r in stored:
+        by_node.setdefault(r.node_id, []).append(r)
+    return by_node
+
+
+def since_midnight(site: SiteConfig, now: datetime) -> datetime:
+    """The start of the site's local day."""
+    local = now.astimezone(site.tz)
+    return local.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def ago(then: datetime, now: datetime) -> str:
+    """E.g. "12 s ago", "5 min ago", "3 h ago", "2 days ago"."""
+    seconds = max(0.0, (now - then).total_seconds())
+    if seconds < 90:
+        return f"{int(seconds)} s ago"
+    if seconds < 5400:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 2 * 86400:
+        return f"{int(seconds // 3600)} h ago"
+    return f"{int(seconds // 86400)} days ago"
+
+
+def local_time(value: datetime, site: SiteConfig, now: datetime | None = None) -> str:
+    """A time in the site's zone: "2:05 PM CST" today, else "Nov 28, 2:05 PM CST"."""
+    local = value.astimezone(site.tz)
+    clock = local.strftime("%I:%M %p").lstrip("0") + " " + (local.tzname() or "")
+    if now is not None and local.date() == now.astimezone(site.tz).date():
+        return clock
+    return local.strftime("%b %d, ").replace(" 0", " ") + clock
+
+
+def stale_after(site: SiteConfig, node_id: str, factor: float) -> timedelta:
+    """How long a node may stay silent before it counts as not reporting."""
+    node = site.node(node_id)
+    interval = node.interval_s if node else 60.0
+    return timedelta(seconds=max(60.0, interval * factor))

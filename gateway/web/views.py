@@ -1,0 +1,586 @@
+"""View models of the pages: what a person sees, already worded and in their units.
+
+Pydantic models (they are serialised to the browser: initial render and live
+updates send the same JSON). Builders are async functions of the runtime; the
+judgement they make (is the pump OK, is the line frozen) is small and explained
+where it is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from alerts.models import Alert, AlertState
+from gateway.accounts.models import Principal
+from gateway.contract import NodeKind
+from gateway.domain import Citation, Finding, Reading, Severity
+from gateway.registry import SiteConfig
+from gateway.registry.models import DischargeDestination
+from gateway.rules.audit import AuditItem
+from gateway.rules.catalog import CATALOG
+from gateway.rules.pack import RulePack
+from gateway.web import sources
+from gateway.web.units import UnitSystem, fmt, unit
+
+State = Literal["ok", "attention", "problem", "unknown"]
+#: Outlet flow below this (L/min) is "no flow": sensor noise, drips.
+FLOWING_LPM = 0.5
+DESTINATIONS = {
+    DischargeDestination.GRADE: "Onto the lawn (grade)",
+    DischargeDestination.SWALE: "Into a yard swale",
+    DischargeDestination.STORM_LATERAL: "Into the storm sewer lateral",
+    DischargeDestination.SANITARY: "Into the sanitary sewer (floor drain, tub or lateral)",
+}
+
+
+class CitationView(BaseModel):
+    """An ordinance section, for people."""
+
+    text: str  # e.g. "Village of Edgar §(c)(2)b"
+    quote: str = ""
+
+
+class StatusView(BaseModel):
+    """The one-line answer to "is my pump OK?"."""
+
+    state: State
+    headline: str
+    detail: str
+
+
+class PitView(BaseModel):
+    """The pit gauge: level against the marks, as fractions of the pit depth."""
+
+    level_text: str
+    level_pct: float
+    on_pct: float
+    off_pct: float
+    alarm_pct: float
+    on_text: str
+    off_text: str
+    alarm_text: str
+    depth_text: str
+    above_alarm: bool
+
+
+class AlertView(BaseModel):
+    """An open or acknowledged alert with what to do and what the viewer may do."""
+
+    id: str
+    site_id: str
+    site_name: str
+    rule_id: str
+    severity: Severity
+    state: AlertState
+    level: str
+    title: str
+    action: str
+    opened_text: str
+    acknowledged_text: str = ""
+    assignee: str = ""
+    citations: list[CitationView]
+    evidence: list[tuple[str, str]]
+    can_ack: bool
+    can_assign: bool
+    can_resolve: bool
+
+
+class ComplianceItemView(BaseModel):
+    """One reason the site is (or may be) out of compliance."""
+
+    kind: Literal["audit", "finding"]
+    status: str  # fail / advisory / unknown for the audit; the finding's level otherwise
+    message: str
+    action: str
+    citations: list[CitationView]
+
+
+class NodeView(BaseModel):
+    """A sensor node and whether it is reporting."""
+
+    id: str
+    kind: str
+    last_seen_text: str
+    reporting: bool
+
+
+class SiteOverview(BaseModel):
+    """Everything on the homeowner dashboard except the charts."""
+
+    site_id: str
+    name: str
+    address: str
+    timezone: str
+    jurisdiction: str
+    jurisdiction_name: str
+    units: UnitSystem
+    updated_text: str
+    has_data: bool
+    last_reading_ms: int | None
+    status: StatusView
+    pit: PitView
+    pump_text: str
+    pump_running: bool | None
+    backup_text: str
+    last_cycle_text: str
+    cycles_today: int | None
+    volume_today_text: str
+    discharge_state: Literal["flowing", "idle", "frozen", "unknown"]
+    discharge_text: str
+    flow_text: str
+    pressure_text: str
+    outlet_temp_text: str
+    outdoor_temp_text: str
+    pit_water_temp_text: str
+    destination_text: str
+    destination_lawful: bool | None
+    destination_note: str
+    destination_citations: list[CitationView]
+    season_text: str
+    alerts_enabled: bool
+    alerts: list[AlertView]
+    compliance_ok: bool
+    compliance: list[ComplianceItemView]
+    nodes: list[NodeView]
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def citation_view(c: Citation | Mapping[str, str], pack: RulePack | None) -> CitationView:
+    """``file`` + ``section`` as "<ordinance name> §<section>"."""
+    if not isinstance(c, Citation):
+        section, quote, file = c.get("section", ""), c.get("quote", ""), c.get("file", "")
+    else:
+        section, quote, file = c.section, c.quote, c.file
+    name = pack.name.split(":")[0] if pack is not None and pack.file == file else file
+    return CitationView(text=f"{name} §{section}", quote=quote)
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list | tuple):
+        return ", ".join(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_plain(v)}" for k, v in value.items())
+    return str(value)
+
+
+def alert_view(
+    alert: Alert, site: SiteConfig, principal: Principal, pack: RulePack | None, now: datetime
+) -> AlertView:
+    """An alert for a page, with the buttons this principal may use."""
+    ack_text = ""
+    if alert.acknowledged_at is not None:
+        ack_text = (
+            f"Acknowledged by {alert.acknowledged_by or 'someone'}, "
+            f"{sources.ago(alert.acknowledged_at, now)}"
+        )
+    return AlertView(
+        id=alert.id,
+        site_id=alert.site_id,
+        site_name=site.name,
+        rule_id=alert.rule_id,
+        severity=alert.severity,
+        state=alert.state,
+        level=alert.level,
+        title=alert.title,
+        action=alert.action,
+        opened_text=f"{sources.local_time(alert.opened_at, site, now)} "
+        f"({sources.ago(alert.opened_at, now)})",
+        acknowledged_text=ack_text,
+        assignee=alert.assignee or "",
+        citations=[citation_view(c, pack) for c in alert.citations],
+        evidence=[(k.replace("_", " "), _plain(v)) for k, v in alert.evidence.items()],
+        can_ack=alert.state is AlertState.OPEN,
+        can_assign=principal.is_staff,
+        can_resolve=principal.is_staff,
+    )
+
+
+def _pit_view(site: SiteConfig, level_cm: float | None, units: UnitSystem) -> PitView:
+    pit = site.pit
+
+    def pct(value: float) -> float:
+        return round(max(0.0, min(100.0, value / pit.depth_cm * 100)), 1)
+
+    return PitView(
+        level_text=fmt("level", level_cm, units),
+        level_pct=pct(level_cm or 0.0),
+        on_pct=pct(pit.pump_on_cm),
+        off_pct=pct(pit.pump_off_cm),
+        alarm_pct=pct(pit.alarm_cm),
+        on_text=fmt("level", pit.pump_on_cm, units),
+        off_text=fmt("level", pit.pump_off_cm, units),
+        alarm_text=fmt("level", pit.alarm_cm, units),
+        depth_text=fmt("level", pit.depth_cm, units),
+        above_alarm=level_cm is not None and level_cm >= pit.alarm_cm,
+    )
+
+
+def _last_cycle(pit_rows: list[Reading], site: SiteConfig, now: datetime) -> str:
+    """The most recent pump run: when it started and how long it ran."""
+    start = end = None
+    for i in range(len(pit_rows) - 1, 0, -1):
+        on, before = pit_rows[i].values.get("pump_on"), pit_rows[i - 1].values.get("pump_on")
+        if end is None and on is False and before is True:
+            end = pit_rows[i].ts
+        if on is True and before is False:
+            start = pit_rows[i].ts
+            break
+    if start is None:
+        return "No pump run in the last 3 hours"
+    if end is None or end < start:
+        return f"Running since {sources.local_time(start, site, now)}"
+    seconds = int((end - start).total_seconds())
+    return (
+        f"{sources.local_time(start, site, now)}, ran {seconds // 60} min {seconds % 60} s "
+        f"({sources.ago(end, now)})"
+    )
+
+
+def _destination(
+    site: SiteConfig,
+    audit_items: list[AuditItem],
+    findings: list[Finding],
+    pack: RulePack | None,
+) -> tuple[bool | None, str, list[CitationView]]:
+    """Is the registered discharge destination lawful here, and why (cited)."""
+    sanitary = next((f for f in findings if f.rule_id == "sanitary_discharge"), None)
+    if sanitary is not None:
+        return (
+            False,
+            "The readings suggest the water is going to the sanitary sewer: " + sanitary.title,
+            [citation_view(c, pack) for c in sanitary.citations],
+        )
+    failing = [i for i in audit_items if i.field == "destination" and i.status == "fail"]
+    if failing:
+        item = failing[0]
+        return False, item.message, [citation_view(c, pack) for c in item.citations]
+    if pack is None:
+        return None, f"No rule pack for jurisdiction {site.jurisdiction!r}.", []
+    return True, f"Allowed under {pack.name.split(':')[0]}.", []
+
+
+def _status(
+    site: SiteConfig,
+    latest: dict[str, Reading],
+    findings: list[Finding],
+    alerts: list[Alert],
+    now: datetime,
+    silence_factor: float,
+) -> StatusView:
+    pit_node = site.node_of_kind(NodeKind.PIT)
+    pit = latest.get(pit_node.id) if pit_node else None
+    if not latest:
+        return StatusView(
+            state="unknown",
+            headline="No readings yet",
+            detail="Check that the sensors are plugged in and on Wi-Fi; readings show here "
+            "within a minute of the first message.",
+        )
+    if pit_node is not None and (
+        pit is None
+        or now - pit.received_at > sources.stale_after(site, pit_node.id, silence_factor)
+    ):
+        since = f" since {sources.local_time(pit.ts, site, now)}" if pit else ""
+        return StatusView(
+            state="problem",
+            headline="The pit sensor is not reporting",
+            detail=f"No reading{since}. Check its power and Wi-Fi; until it reports we "
+            "cannot tell whether the pump works.",
+        )
+    level = pit.number("level_cm") if pit else None
+    if level is not None and level >= site.pit.alarm_cm:
+        return StatusView(
+            state="problem",
+            headline="High water in the pit",
+            detail=CATALOG["high_water"].action,
+        )
+    problems = [a for a in alerts if a.severity is Severity.CRITICAL] + [
+        f for f in findings if f.severity is Severity.CRITICAL
+    ]
+    if problems:
+        return StatusView(state="problem", headline=problems[0].title, detail=problems[0].action)
+    concerns = [a for a in alerts if a.severity is Severity.WARNING] + [
+        f for f in findings if f.severity is Severity.WARNING
+    ]
+    if concerns:
+        return StatusView(state="attention", headline=concerns[0].title, detail=concerns[0].action)
+    return StatusView(
+        state="ok",
+        headline="Your pump is OK",
+        detail="The pit empties when it should and nothing needs your attention.",
+    )
+
+
+def _discharge(
+    outlet: Reading | None, pit: Reading | None, findings: list[Finding], units: UnitSystem
+) -> tuple[Literal["flowing", "idle", "frozen", "unknown"], str]:
+    if any(f.rule_id == "frozen_line" for f in findings):
+        return "frozen", "Frozen: the pump pushes but no water reaches the outlet"
+    if outlet is None:
+        return "unknown", "No outlet sensor reading yet"
+    flow = outlet.number("flow_lpm") or 0.0
+    if flow >= FLOWING_LPM:
+        return "flowing", f"Flowing, {fmt('flow', flow, units)}"
+    pipe_c = outlet.number("pipe_temp_c")
+    pumping = bool(pit and pit.values.get("pump_on"))
+    # A running pump with no outlet flow in a pipe below freezing: an ice plug is
+    # the likely cause (the rules' frozen_line detector confirms it over time).
+    if pumping and pipe_c is not None and pipe_c <= 0.0:
+        return "frozen", "Possibly frozen: the pump runs, no flow, pipe below freezing"
+    return "idle", "Idle (no flow)" + (
+        ", pipe below freezing" if pipe_c is not None and pipe_c <= 0 else ""
+    )
+
+
+# ---------------------------------------------------------------------- builders
+
+
+async def site_overview(
+    runtime: Any,
+    site: SiteConfig,
+    principal: Principal,
+    units: UnitSystem,
+    now: datetime | None = None,
+) -> SiteOverview:
+    """The homeowner dashboard's state for one site."""
+    now = now or datetime.now(UTC)
+    pack = sources.pack_of(runtime, site)
+    latest: dict[str, Reading] = await runtime.store.latest(site.id)
+    findings = sources.open_findings(runtime, [site.id])
+    alerts = await sources.live_alerts(runtime, site_id=site.id)
+    audit_items = sources.audit(runtime, site)
+    factor = runtime.settings.silence_factor
+
+    pit_node = site.node_of_kind(NodeKind.PIT)
+    out_node = site.node_of_kind(NodeKind.DISCHARGE)
+    air_node = site.node_of_kind(NodeKind.AIR)
+    pit = latest.get(pit_node.id) if pit_node else None
+    outlet = latest.get(out_node.id) if out_node else None
+    air = latest.get(air_node.id) if air_node else None
+
+    pit_rows: list[Reading] = []
+    if pit_node is not None and pit is not None:
+        pit_rows = await sources.readings(
+            runtime,
+            site.id,
+            pit_node.id,
+            now - timedelta(hours=3),
+            now + timedelta(minutes=5),
+            fields=("pump_on",),
+        )
+    cycles = volume = None
+    if latest:
+        by_node = await sources.minute_rollups(
+            runtime, site, sources.since_midnight(site, now), now
+        )
+        cycles = sum(r.pump_cycles for rs in by_node.values() for r in rs)
+        volume = sum(r.pumped_volume_l for rs in by_node.values() for r in rs)
+
+    pump_on = pit.values.get("pump_on") if pit else None
+    backup = pit.values.get("backup_pump_on") if pit else None
+    state, discharge_text = _discharge(outlet, pit, findings, units)
+    lawful, note, dest_cites = _destination(site, audit_items, findings, pack)
+    cited_findings = [f for f in findings if f.citations]
+    compliance = [
+        ComplianceItemView(
+            kind="finding",
+            status=f.level or f.severity.value,
+            message=f.title,
+            action=f.action,
+            citations=[citation_view(c, pack) for c in f.citations],
+        )
+        for f in cited_findings
+    ] + [
+        ComplianceItemView(
+            kind="audit",
+            status=i.status,
+            message=i.message,
+            action=i.action,
+            citations=[citation_view(c, pack) for c in i.citations],
+        )
+        for i in audit_items
+    ]
+    newest = max((r.ts for r in latest.values()), default=None)
+    nodes = []
+    for node in site.nodes:
+        last = latest.get(node.id)
+        reporting = last is not None and now - last.received_at <= sources.stale_after(
+            site, node.id, factor
+        )
+        nodes.append(
+            NodeView(
+                id=node.id,
+                kind=node.kind.value,
+                last_seen_text=sources.ago(last.ts, now) if last else "never",
+                reporting=reporting,
+            )
+        )
+    return SiteOverview(
+        site_id=site.id,
+        name=site.name,
+        address=site.address,
+        timezone=site.timezone,
+        jurisdiction=site.jurisdiction,
+        jurisdiction_name=pack.name.split(":")[0] if pack else site.jurisdiction,
+        units=units,
+        updated_text=sources.local_time(now, site, now),
+        has_data=bool(latest),
+        last_reading_ms=int(newest.timestamp() * 1000) if newest else None,
+        status=_status(site, latest, findings, alerts, now, factor),
+        pit=_pit_view(site, pit.number("level_cm") if pit else None, units),
+        pump_text="—" if pump_on is None else ("Running" if pump_on else "Off"),
+        pump_running=None if pump_on is None else bool(pump_on),
+        backup_text=""
+        if backup is None
+        else ("Backup pump running" if backup else "Backup pump off"),
+        last_cycle_text=_last_cycle(pit_rows, site, now) if pit else "—",
+        cycles_today=cycles,
+        volume_today_text=fmt("volume", volume, units),
+        discharge_state=state,
+        discharge_text=discharge_text,
+        flow_text=fmt("flow", outlet.number("flow_lpm") if outlet else None, units),
+        pressure_text=fmt("pressure", outlet.number("pressure_kpa") if outlet else None, units),
+        outlet_temp_text=fmt(
+            "temperature", outlet.number("pipe_temp_c") if outlet else None, units
+        ),
+        outdoor_temp_text=fmt("temperature", air.number("air_temp_c") if air else None, units),
+        pit_water_temp_text=fmt("temperature", pit.number("water_temp_c") if pit else None, units),
+        destination_text=DESTINATIONS[site.installation.destination],
+        destination_lawful=lawful,
+        destination_note=note,
+        destination_citations=dest_cites,
+        season_text=f"Winter season: {pack.season.label()}" if pack else "",
+        alerts_enabled=sources.alerts_enabled(runtime),
+        alerts=[alert_view(a, site, principal, pack, now) for a in alerts],
+        compliance_ok=not any(c.status == "fail" or c.kind == "finding" for c in compliance),
+        compliance=compliance,
+        nodes=nodes,
+    )
+
+
+class ConsoleRow(BaseModel):
+    """One site in the public-works table."""
+
+    site_id: str
+    name: str
+    address: str
+    status: State
+    status_text: str
+    open_findings: int
+    open_alerts: int
+    last_seen_text: str
+    last_seen_ms: int | None
+    icing_risk: str  # "" or the finding's level (watch / warning / violation)
+    sanitary_suspected: bool
+    audit_fails: int
+    lat: float | None
+    lon: float | None
+
+
+class AuditRow(BaseModel):
+    """One failed (or unknown) requirement of the installation audit."""
+
+    site_id: str
+    site_name: str
+    status: str
+    message: str
+    action: str
+    citations: list[CitationView]
+
+
+class ConsoleView(BaseModel):
+    """The public-works console of one jurisdiction."""
+
+    jurisdiction: str
+    jurisdiction_name: str
+    units: UnitSystem
+    updated_text: str
+    rows: list[ConsoleRow]
+    alerts_enabled: bool
+    alerts: list[AlertView]
+    audit: list[AuditRow]
+    has_map: bool
+
+
+async def console_view(
+    runtime: Any,
+    jurisdiction: str,
+    sites: list[SiteConfig],
+    principal: Principal,
+    units: UnitSystem,
+    now: datetime | None = None,
+) -> ConsoleView:
+    """Every site of a jurisdiction with its status, alerts and audit."""
+    now = now or datetime.now(UTC)
+    pack = sources.packs(runtime).get(jurisdiction)
+    findings = sources.open_findings(runtime, [s.id for s in sites])
+    alerts = await sources.live_alerts(runtime, jurisdiction=jurisdiction)
+    by_id = {s.id: s for s in sites}
+    factor = runtime.settings.silence_factor
+    rows: list[ConsoleRow] = []
+    audit_rows: list[AuditRow] = []
+    for site in sites:
+        latest: dict[str, Reading] = await runtime.store.latest(site.id)
+        site_findings = [f for f in findings if f.site_id == site.id]
+        site_alerts = [a for a in alerts if a.site_id == site.id]
+        status = _status(site, latest, site_findings, site_alerts, now, factor)
+        items = sources.audit(runtime, site)
+        audit_rows += [
+            AuditRow(
+                site_id=site.id,
+                site_name=site.name,
+                status=i.status,
+                message=i.message,
+                action=i.action,
+                citations=[citation_view(c, pack) for c in i.citations],
+            )
+            for i in items
+        ]
+        newest = max((r.received_at for r in latest.values()), default=None)
+        icing = next((f for f in site_findings if f.rule_id == "icing_risk"), None)
+        rows.append(
+            ConsoleRow(
+                site_id=site.id,
+                name=site.name,
+                address=site.address,
+                status=status.state,
+                status_text=status.headline,
+                open_findings=len(site_findings),
+                open_alerts=len(site_alerts),
+                last_seen_text=sources.ago(newest, now) if newest else "never",
+                last_seen_ms=int(newest.timestamp() * 1000) if newest else None,
+                icing_risk=(icing.level or icing.severity.value) if icing else "",
+                sanitary_suspected=any(f.rule_id == "sanitary_discharge" for f in site_findings),
+                audit_fails=sum(1 for i in items if i.status == "fail"),
+                lat=site.lat,
+                lon=site.lon,
+            )
+        )
+    return ConsoleView(
+        jurisdiction=jurisdiction,
+        jurisdiction_name=pack.name.split(":")[0] if pack else jurisdiction,
+        units=units,
+        updated_text=sources.local_time(now, sites[0], now) if sites else "",
+        rows=rows,
+        alerts_enabled=sources.alerts_enabled(runtime),
+        alerts=[
+            alert_view(a, by_id[a.site_id], principal, pack, now)
+            for a in alerts
+            if a.site_id in by_id
+        ],
+        audit=audit_rows,
+        has_map=any(s.lat is not None and s.lon is not None for s in sites),
+    )
+
+
+def unit_labels(units: UnitSystem) -> dict[str, str]:
+    """Unit symbols by quantity, for chart axes."""
+    return {q: unit(q, units) for q in ("level", "flow", "pressure", "temperature", "volume")}
