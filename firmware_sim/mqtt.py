@@ -96,6 +96,7 @@ class NodeClient:
         self.node_id = node_id
         self.status_topic = status_topic(site_id, node_id)
         self.connected = threading.Event()
+        self.disconnected = threading.Event()
         self.client = mqtt.Client(
             CallbackAPIVersion.VERSION2,
             client_id=f"sim-{site_id}-{node_id}-{tag}",
@@ -116,6 +117,7 @@ class NodeClient:
 
     def _on_disconnect(self, _c: mqtt.Client, _u: Any, _f: Any, _rc: Any, _p: Any) -> None:
         self.connected.clear()
+        self.disconnected.set()
 
     def start(self) -> None:
         """Connect in the background; paho retries with backoff until it succeeds."""
@@ -127,7 +129,11 @@ class NodeClient:
         if self.silent:
             return
         self.silent = True
+        self.disconnected.clear()
         self.client.disconnect(reasoncode=ReasonCode(PacketTypes.DISCONNECT, identifier=4))
+        # Let the network thread send DISCONNECT before stopping it, or the broker
+        # would only notice 1.5 keep-alives later.
+        self.disconnected.wait(5)
         self.client.loop_stop()
 
     def come_back(self) -> None:
@@ -146,7 +152,9 @@ class NodeClient:
         if not self.silent:
             info = self.client.publish(self.status_topic, STATUS_OFFLINE, qos=1, retain=True)
             info.wait_for_publish(timeout=5)
+            self.disconnected.clear()
             self.client.disconnect()
+            self.disconnected.wait(5)
         self.client.loop_stop()
 
 
@@ -190,7 +198,7 @@ def publish_simulation(
             raise BrokerError(f"cannot connect to MQTT broker {opts.host}:{opts.port}")
     wall0 = time.monotonic()
     published = 0
-    pending: list[mqtt.MQTTMessageInfo] = []
+    pending: list[tuple[NodeClient, mqtt.MQTTMessageInfo]] = []
     try:
         for msg in sim.messages():
             if stop is not None and stop.is_set():
@@ -210,12 +218,13 @@ def publish_simulation(
                 elif msg.t_s > 0:
                     client.come_back()
                 continue
-            pending.append(client.publish(msg.topic, msg.payload))
+            pending.append((client, client.publish(msg.topic, msg.payload)))
             published += 1
             if len(pending) >= 5000:
-                pending = [p for p in pending if not p.is_published()]
-        for info in pending:
-            if not info.is_published():
+                pending = [(c, p) for c, p in pending if not p.is_published()]
+        for node, info in pending:
+            # A node that went silent lost what it had in flight, like a real one.
+            if not node.silent and not info.is_published():
                 info.wait_for_publish(timeout=10)
     finally:
         for c in clients.values():

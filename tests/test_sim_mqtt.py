@@ -1,0 +1,151 @@
+"""Issue 3 (and 2): the simulator publishing to a real Mosquitto, and on into the gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+import pytest
+from typer.testing import CliRunner
+
+from firmware_sim.mqtt import BrokerOptions, publish_simulation, run_load
+from firmware_sim.offline import build_simulation, registry_homes
+from firmware_sim.scenario import load_scenario
+from gateway.broker import BrokerProcess
+from gateway.registry.models import load_registry
+from gateway.runtime import Runtime
+from gateway.settings import REPO_DIR
+from tests.mqtt_helpers import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+class Recorder:
+    """A paho subscriber on everything under sumpwatch/v1/."""
+
+    def __init__(self, broker: BrokerProcess) -> None:
+        self.messages: list[tuple[str, bytes, bool]] = []
+        self.lock = threading.Lock()
+        self.ready = threading.Event()
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="sim-test-sub")
+        self.client.on_connect = lambda c, *_: c.subscribe("sumpwatch/v1/#", qos=1)
+        self.client.on_subscribe = lambda *_: self.ready.set()
+        self.client.on_message = self._on_message
+        self.client.connect(broker.host, broker.port)
+        self.client.loop_start()
+        assert self.ready.wait(10)
+
+    def _on_message(self, _c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:
+        with self.lock:
+            self.messages.append((msg.topic, msg.payload, msg.retain))
+
+    def wait_for(self, predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if predicate(list(self.messages)):
+                    return
+            time.sleep(0.05)
+        raise TimeoutError("messages did not arrive")
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+def _opts(broker: BrokerProcess) -> BrokerOptions:
+    return BrokerOptions(broker.host, broker.port)
+
+
+def test_every_simulated_message_reaches_a_subscriber(mosquitto: BrokerProcess) -> None:
+    recorder = Recorder(mosquitto)
+    sim = build_simulation("normal_summer", homes=2, duration=timedelta(minutes=5))
+    stats = publish_simulation(sim, _opts(mosquitto), speed=0)
+    telemetry = lambda ms: [m for m in ms if m[0].endswith("/telemetry")]  # noqa: E731
+    recorder.wait_for(lambda ms: len(telemetry(ms)) >= stats.published)
+    recorder.close()
+    assert stats.published > 100
+    assert len(telemetry(recorder.messages)) == stats.published
+    online = {t for t, p, _ in recorder.messages if t.endswith("/status") and p == b"online"}
+    assert len(online) == 6  # one client per node, each announced itself
+
+
+def test_a_silent_node_gets_its_last_will_published_by_the_broker(
+    mosquitto: BrokerProcess,
+) -> None:
+    recorder = Recorder(mosquitto)
+    sim = build_simulation("sensor_offline", homes=1, duration=timedelta(hours=3, minutes=3))
+    publish_simulation(sim, _opts(mosquitto), speed=0)
+    status = "sumpwatch/v1/offline-pit/pit/status"
+    recorder.wait_for(lambda ms: (status, b"offline", False) in ms)
+    recorder.close()
+    statuses = [p for t, p, _ in recorder.messages if t == status]
+    assert statuses[:2] == [b"online", b"offline"]
+
+
+def test_load_mode_holds_a_modest_target_rate(mosquitto: BrokerProcess) -> None:
+    result = run_load(mosquitto.host, mosquitto.port, homes=60, rate=400, duration_s=3, processes=2)
+    assert result.acked == result.sent
+    assert 0.8 * 400 < result.achieved_rate < 1.1 * 400
+
+
+def test_the_cli_writes_the_same_bytes_for_the_same_seed(tmp_path: Path) -> None:
+    import typer
+
+    from firmware_sim.cli import simulate
+
+    app = typer.Typer()
+    app.command()(simulate)
+    outputs = []
+    for run in ("a", "b"):
+        out, labels = tmp_path / f"{run}.jsonl", tmp_path / f"{run}.json"
+        result = CliRunner().invoke(
+            app,
+            [
+                "--scenario",
+                "icy_walkway",
+                "--homes",
+                "2",
+                "--seed",
+                "4",
+                "--start",
+                "2026-12-20",
+                "--duration",
+                "3h",
+                "--out",
+                str(out),
+                "--labels",
+                str(labels),
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        outputs.append((out.read_bytes(), labels.read_bytes()))
+    assert outputs[0] == outputs[1]
+    assert outputs[0][0].count(b"\n") > 1000
+
+
+async def test_the_demo_sites_published_live_reach_the_gateway_store(
+    gateway: Runtime, mosquitto: BrokerProcess
+) -> None:
+    registry = load_registry(REPO_DIR / "deploy" / "sites.example.toml")
+    homes = registry_homes(registry, load_scenario("normal_summer"))
+    sim = build_simulation(
+        "normal_summer",
+        start=datetime.now(UTC) - timedelta(minutes=10),
+        duration=timedelta(minutes=3),
+        home_specs=homes,
+    )
+    stats = await asyncio.to_thread(publish_simulation, sim, _opts(mosquitto), speed=0)
+    assert stats.published > len(registry) * 30
+
+    async def stored() -> bool:
+        return await gateway.store.count() >= stats.published
+
+    await wait_until(stored, timeout=60)
+    assert await gateway.store.count() == stats.published
+    for site in registry:
+        assert await gateway.store.count(site.id) > 0
