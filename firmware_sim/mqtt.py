@@ -222,9 +222,9 @@ def publish_simulation(
             published += 1
             if len(pending) >= 5000:
                 pending = [(c, p) for c, p in pending if not p.is_published()]
-        for node, info in pending:
+        for sender, info in pending:
             # A node that went silent lost what it had in flight, like a real one.
-            if not node.silent and not info.is_published():
+            if not sender.silent and not info.is_published():
                 info.wait_for_publish(timeout=10)
     finally:
         for c in clients.values():

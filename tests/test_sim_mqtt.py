@@ -41,7 +41,7 @@ class Recorder:
 
     def _on_message(self, _c: mqtt.Client, _u: object, msg: mqtt.MQTTMessage) -> None:
         with self.lock:
-            self.messages.append((msg.topic, msg.payload, msg.retain))
+            self.messages.append((msg.topic, bytes(msg.payload), msg.retain))
 
     def wait_for(self, predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + timeout
