@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -63,11 +64,14 @@ async def build_winter_report(
     *,
     site: str | None = None,
     jurisdiction: str | None = None,
+    site_ids: Collection[str] | None = None,
     now: datetime | None = None,
 ) -> RenderedReport:
     """Assemble and render one report: a property (``site``) or a village (else).
 
-    Raises :class:`~gateway.errors.NotFound` for an unknown site and
+    A village report covers ``jurisdiction``'s sites (or all registered sites),
+    kept to ``site_ids`` when given (a caller's access scope). Raises
+    :class:`~gateway.errors.NotFound` for an unknown site and
     :class:`~gateway.errors.ConfigError` for a bad season, format or scope.
     """
     parse_season_label(season)
@@ -81,7 +85,16 @@ async def build_winter_report(
     if site:
         report = await assemble_site_report(sources, site, season, now=now)
     else:
-        report = await assemble_village_report(sources, season, jurisdiction=jurisdiction, now=now)
+        chosen: list[str] | None = None
+        if jurisdiction is not None:
+            chosen = [s.id for s in sources.registry.in_jurisdiction(jurisdiction)]
+        if site_ids is not None:
+            allowed = set(site_ids)
+            pool = chosen if chosen is not None else [s.id for s in sources.registry]
+            chosen = [s for s in pool if s in allowed]
+        report = await assemble_village_report(
+            sources, season, jurisdiction=jurisdiction, site_ids=chosen, now=now
+        )
     content = await asyncio.to_thread(render, report, fmt)
     name = report_filename(season, fmt, site=site, jurisdiction=jurisdiction)
     return RenderedReport(content, MEDIA_TYPES[fmt], name)

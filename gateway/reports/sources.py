@@ -23,8 +23,9 @@ from gateway.rules.pack import RulePack, load_packs
 from gateway.store.base import TimeSeriesStore
 from gateway.store.database import SqliteDatabase
 
-#: Most alerts one site can have in a season before the list is cut.
+#: Most alerts (findings) one site can have in a season before the list is cut.
 MAX_ALERTS = 10_000
+MAX_FINDINGS = 100_000
 
 
 class FindingSource(Protocol):
@@ -66,6 +67,33 @@ class SqliteAlerts:
         return await self.db.read(run)
 
 
+class OpenedFindings:
+    """The SQLite findings repository, its tables created on first use.
+
+    For runtimes that do not hold a repository of their own: the report reads
+    the same ``findings`` table the gateway writes.
+    """
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        from gateway.rules.repository import FindingRepository
+
+        self.repo = FindingRepository(db)
+        self._opened = False
+
+    async def list(
+        self,
+        *,
+        site_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[Finding]:
+        """Findings of a site open at some time in [since, until)."""
+        if not self._opened:
+            await self.repo.open()
+            self._opened = True
+        return await self.repo.list(site_id=site_id, since=since, until=until, limit=MAX_FINDINGS)
+
+
 @dataclass(frozen=True)
 class ReportSources:
     """Everything the assemble step reads."""
@@ -80,7 +108,11 @@ class ReportSources:
         """Findings of one site overlapping [since, until) (empty without a repository)."""
         if self.findings is None:
             return []
-        result = self.findings.list(site_id=site_id, since=since, until=until)
+        lister = self.findings.list
+        kwargs: dict[str, Any] = {"site_id": site_id, "since": since, "until": until}
+        if "limit" in inspect.signature(lister).parameters:
+            kwargs["limit"] = MAX_FINDINGS  # a repository's default page is far smaller
+        result = lister(**kwargs)
         if inspect.isawaitable(result):
             result = await result
         return [f for f in result if f.site_id == site_id]
@@ -101,8 +133,8 @@ def sources_from_runtime(runtime: Any) -> ReportSources:
     """The sources of a running gateway (``request.app.state.runtime``).
 
     Reads ``packs``, ``findings`` and ``alerts`` from the runtime (attribute or
-    ``extras`` entry) when it has them; loads the packs from settings otherwise
-    and reads alerts from the shared SQLite database.
+    ``extras`` entry) when it has them; otherwise loads the packs from settings
+    and reads findings and alerts from the shared SQLite database.
     """
 
     def part(name: str) -> Any:
@@ -114,6 +146,9 @@ def sources_from_runtime(runtime: Any) -> ReportSources:
     packs = part("packs")
     if packs is None:
         packs = load_packs(runtime.settings.rule_packs_dir)
+    findings = part("findings")
+    if findings is None or not hasattr(findings, "list"):
+        findings = OpenedFindings(runtime.db)
     alerts = part("alerts")
     if alerts is None or not hasattr(alerts, "list_alerts"):
         alerts = SqliteAlerts(runtime.db)
@@ -121,6 +156,6 @@ def sources_from_runtime(runtime: Any) -> ReportSources:
         registry=runtime.registry,
         packs=packs,
         store=runtime.store,
-        findings=part("findings"),
+        findings=findings,
         alerts=alerts,
     )

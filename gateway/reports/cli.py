@@ -1,0 +1,110 @@
+"""``sumpwatch report winter ...``: the report commands (a typer sub-app).
+
+Mount with ``app.add_typer(report_app, name="report")`` in ``gateway/cli.py``.
+The command reads the same store and state as the running gateway (the SQLite
+file, or InfluxDB plus the SQLite state file) and needs no broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from gateway.errors import SumpWatchError
+from gateway.registry.models import load_registry
+from gateway.reports.service import FORMATS, ReportFormat, build_winter_report, write_atomically
+from gateway.reports.sources import ReportSources, SqliteAlerts
+from gateway.rules.pack import load_packs
+from gateway.settings import Settings, load_settings
+from gateway.store.database import SqliteDatabase
+from gateway.store.factory import make_store
+
+report_app = typer.Typer(help="Winter monitoring reports (PDF, HTML, CSV).", no_args_is_help=True)
+console = Console(stderr=True)
+
+
+@contextlib.asynccontextmanager
+async def open_sources(settings: Settings) -> AsyncIterator[ReportSources]:
+    """Report sources over the gateway's stores, opened for the duration of the block."""
+    from gateway.rules.repository import FindingRepository
+
+    registry = load_registry(settings.sites_file)
+    packs = load_packs(settings.rule_packs_dir)
+    db = SqliteDatabase(settings.sqlite_file)
+    await db.open()
+    try:
+        store = make_store(settings, db)
+        await store.open()
+        try:
+            findings = FindingRepository(db)
+            await findings.open()
+            yield ReportSources(registry, packs, store, findings, SqliteAlerts(db))
+        finally:
+            await store.close()
+    finally:
+        await db.close()
+
+
+async def write_winter_report(
+    settings: Settings,
+    season: str,
+    fmt: ReportFormat,
+    out: Path,
+    *,
+    site: str | None = None,
+    jurisdiction: str | None = None,
+    now: datetime | None = None,
+) -> Path:
+    """Build one report and write it to ``out`` (a file, or a folder for the default name)."""
+    async with open_sources(settings) as sources:
+        rendered = await build_winter_report(
+            sources, season, fmt, site=site, jurisdiction=jurisdiction, now=now
+        )
+    is_dir = await asyncio.to_thread(out.is_dir)
+    path = out / rendered.filename if is_dir else out
+    await asyncio.to_thread(write_atomically, path, rendered.content)
+    return path
+
+
+@report_app.command("winter")
+def winter(
+    season: Annotated[str, typer.Option(help="Season, e.g. 2026-2027")],
+    out: Annotated[Path, typer.Option(help="Output file, or a folder for the default name")],
+    site: Annotated[str | None, typer.Option(help="One property's report")] = None,
+    jurisdiction: Annotated[
+        str | None, typer.Option(help="Village report of one rule pack's sites")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="pdf, html or csv")] = "pdf",
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="Settings TOML file")
+    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Folder of the SQLite store")] = None,
+    sites: Annotated[Path | None, typer.Option(help="Site registry TOML")] = None,
+) -> None:
+    """Write the winter report of a property (--site) or a village (--jurisdiction, or all)."""
+    if fmt not in FORMATS:
+        console.print(f"[red]--format must be one of {', '.join(FORMATS)}[/]")
+        raise typer.Exit(2)
+    settings = load_settings(config, data_dir=data_dir, sites_file=sites)
+    try:
+        path = asyncio.run(
+            write_winter_report(
+                settings,
+                season,
+                fmt,
+                out,
+                site=site,
+                jurisdiction=jurisdiction,
+            )
+        )
+    except SumpWatchError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    console.print(f"wrote {path}")
