@@ -54,7 +54,9 @@ UNSEEN_CYCLE_DROP_CM = 6.0
 
 # --- check valve / short cycling -------------------------------------------------
 #: Window after pump stop in which water falling back from the riser shows up.
-BACKFLOW_WINDOW = timedelta(seconds=30)
+BACKFLOW_WINDOW = timedelta(seconds=25)
+#: Inflow is measured on settled samples at least this far apart.
+BACKFLOW_RATE_SPAN = timedelta(seconds=15)
 #: A fill is judged at the next start, or this long after the stop.
 BACKFLOW_JUDGE_AFTER = timedelta(minutes=10)
 #: Smallest backflow rise counted, and the share of the line's volume expected back.

@@ -24,6 +24,7 @@ from gateway.rules.thresholds import (
     BACKFLOW_JUDGE_AFTER,
     BACKFLOW_LINE_SHARE,
     BACKFLOW_MIN_CM,
+    BACKFLOW_RATE_SPAN,
     BACKFLOW_WINDOW,
     CONTINUOUS_LOW_FOR,
     CONTINUOUS_LOW_LEVEL_MARGIN_CM,
@@ -199,22 +200,32 @@ class ShortCyclingDetector:
 
     def _judge(self, p: _Pending, now: PitSample, state: SiteState) -> Verdict | None:
         pit = state.ctx.site.pit
-        stop = p.cycle.last_on_ts
-        early = [x for x in p.samples if x.ts - p.cycle.end_ts <= BACKFLOW_WINDOW]
-        late = [x for x in p.samples if x.ts - p.cycle.end_ts > BACKFLOW_WINDOW and not x.pump_on]
-        peak = max(early, key=lambda x: x.level_cm)
-        if len(late) >= 2 and late[-1].ts - early[-1].ts >= BACKFLOW_WINDOW / 2:
-            rate = (late[-1].level_cm - early[-1].level_cm) / (
-                late[-1].ts - early[-1].ts
+        stop = (
+            p.cycle.last_on_ts
+        )  # the pump stopped after this sample: inflow time is an upper bound
+        settled = [
+            x for x in p.samples if not x.pump_on and x.ts - p.cycle.end_ts >= BACKFLOW_WINDOW
+        ]
+        if len(settled) >= 2 and settled[-1].ts - settled[0].ts >= BACKFLOW_RATE_SPAN:
+            # Inflow from the level's rise once any backflow is over.
+            rate = (settled[-1].level_cm - settled[0].level_cm) / (
+                settled[-1].ts - settled[0].ts
             ).total_seconds()
-            self._late_rate = rate
+            self._late_rate = max(rate, 0.0)
+            anchor = settled[0]
         else:
             # Restarted too soon to measure: the inflow of the last fill that could.
-            rate = self._late_rate if self._late_rate is not None else state.cycles.fill_rate_cm_s()
+            known = self._late_rate
+            if known is None and state.cycles.fill_rates:
+                known = state.cycles.fill_rate_cm_s()
+            if known is None:
+                return None  # no inflow estimate: cannot tell backflow from inflow
+            rate = known
+            anchor = max(p.samples, key=lambda x: x.level_cm)
         # The float stops the pump at the off mark; the lowest level seen may be
         # higher when the sample came after the stop.
         reference = min(pit.pump_off_cm, p.cycle.low_level_cm)
-        backflow = peak.level_cm - reference - max(rate, 0.0) * (peak.ts - stop).total_seconds()
+        backflow = anchor.level_cm - reference - rate * (anchor.ts - stop).total_seconds()
         self._judged.append(backflow)
         threshold = self.threshold_cm(state)
         hits = sum(1 for b in self._judged if b >= threshold)

@@ -1,0 +1,82 @@
+"""High water, continuous run (stuck float) and short cycling (check valve) on
+hand-built sequences."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from gateway.domain import FindingChange, Severity
+from gateway.rules.sequences import Faults, MiniSump, engine_for, feed, make_site, opened
+
+START = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def _rules(events: list) -> list[str]:  # type: ignore[type-arg]
+    return sorted({f.rule_id for f in opened(events)})
+
+
+def test_dead_pump_raises_high_water_once() -> None:
+    site = make_site()
+    sim = MiniSump(site, START, faults=Faults(pump_dead=True), noise=0.5)
+    events = feed(engine_for(site), sim.run(3 * 3600))
+    (f,) = opened(events)
+    assert f.rule_id == "high_water"
+    assert f.severity is Severity.CRITICAL  # pump off with water above the alarm mark
+    assert f.evidence["level_cm"] >= site.pit.alarm_cm
+    assert f.evidence["pump"] == "off"
+    assert sum(e.change is FindingChange.OPENED for e in events) == 1
+
+
+def test_high_water_clears_when_the_pump_works_again() -> None:
+    site = make_site()
+    engine = engine_for(site)
+    sim = MiniSump(site, START, faults=Faults(pump_dead=True), noise=0.5)
+    feed(engine, sim.run(2 * 3600))
+    sim.faults.pump_dead = False
+    events = feed(engine, sim.run(1800))
+    assert [e.finding.rule_id for e in events if e.change is FindingChange.CLEARED] == [
+        "high_water"
+    ]
+
+
+def test_stuck_float_raises_continuous_run_not_high_water() -> None:
+    site = make_site()
+    sim = MiniSump(site, START, faults=Faults(stuck_float=True), noise=0.5)
+    events = feed(engine_for(site), sim.run(3600))
+    assert _rules(events) == ["continuous_run"]
+    (f,) = opened(events)
+    assert f.evidence["level_cm"] < site.pit.pump_off_cm
+    assert f.evidence["running_for_s"] >= 180
+
+
+def test_heavy_inflow_long_runs_are_not_a_stuck_float() -> None:
+    site = make_site()
+    sim = MiniSump(site, START, inflow_lpm=120.0, noise=0.5)  # pump barely keeps up
+    assert _rules(feed(engine_for(site), sim.run(3 * 3600))) == []
+
+
+def test_failed_check_valve_raises_short_cycling() -> None:
+    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=11.0)
+    sim = MiniSump(site, START, faults=Faults(check_valve_failed=True), noise=0.5)
+    events = feed(engine_for(site), sim.run(3 * 3600))
+    assert _rules(events) == ["short_cycling"]
+    (f,) = opened(events)
+    assert max(f.evidence["backflow_cm_last_cycles"]) >= f.evidence["backflow_threshold_cm"]
+
+
+def test_healthy_check_valve_in_a_storm_is_not_short_cycling() -> None:
+    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=11.0)
+    sim = MiniSump(site, START, inflow_lpm=60.0, noise=0.5)  # a cycle every ~40 s
+    assert _rules(feed(engine_for(site), sim.run(3 * 3600))) == []
+
+
+def test_short_cycling_clears_after_the_valve_is_replaced() -> None:
+    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=11.0)
+    engine = engine_for(site)
+    sim = MiniSump(site, START, faults=Faults(check_valve_failed=True), noise=0.5)
+    assert opened(feed(engine, sim.run(2 * 3600)), "short_cycling")
+    sim.faults.check_valve_failed = False
+    later = feed(engine, sim.run(2 * 3600))
+    assert [e.finding.rule_id for e in later if e.change is FindingChange.CLEARED] == [
+        "short_cycling"
+    ]

@@ -1,0 +1,93 @@
+"""The engine's contract: one finding per site and rule, device time, restore."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from gateway.contract import NodeKind
+from gateway.domain import FindingChange
+from gateway.rules.sequences import (
+    Faults,
+    MiniSump,
+    engine_for,
+    feed,
+    make_site,
+    opened,
+    reading,
+)
+
+START = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def _dead_pump_run(hours: float = 3):  # type: ignore[no-untyped-def]
+    site = make_site()
+    return site, MiniSump(site, START, faults=Faults(pump_dead=True)).run(int(hours * 3600))
+
+
+def test_condition_that_holds_for_hours_is_one_finding_updated_sparingly() -> None:
+    site, readings = _dead_pump_run(hours=3)
+    events = feed(engine_for(site), readings)
+    assert [e.change for e in events].count(FindingChange.OPENED) == 1
+    updates = [e for e in events if e.change is FindingChange.UPDATED]
+    assert len(updates) <= 3 * 4 + 1  # at most every 15 min of data time
+    assert len({e.finding.id for e in events}) == 1
+
+
+def test_findings_carry_device_time_not_arrival_time() -> None:
+    site = make_site()
+    engine = engine_for(site)
+    late_arrival = START + timedelta(days=2)
+    evs = []
+    for i in range(3):
+        ts = START + timedelta(seconds=10 * i)
+        r = reading(site.id, "pit", NodeKind.PIT, ts, level_cm=60.0, pump_on=False)
+        evs += engine.on_reading(
+            type(r)(r.site_id, r.node_id, r.kind, r.ts, r.seq, r.boot, r.values, late_arrival)
+        )
+    (f,) = opened(evs)
+    assert f.opened_at == START + timedelta(seconds=10)
+
+
+def test_readings_of_unknown_sites_are_ignored() -> None:
+    engine = engine_for(make_site("known"))
+    r = reading("stranger", "pit", NodeKind.PIT, START, level_cm=70.0, pump_on=False)
+    assert engine.on_reading(r) == []
+    assert engine.tick(START) == []  # only known sites are watched
+
+
+def test_reading_not_newer_than_the_last_is_ignored() -> None:
+    site = make_site()
+    engine = engine_for(site)
+    high = {"level_cm": 60.0, "pump_on": False}
+    engine.on_reading(reading(site.id, "pit", NodeKind.PIT, START, **high))  # type: ignore[arg-type]
+    # The same timestamp again, then an older one: neither counts as a second sample.
+    engine.on_reading(reading(site.id, "pit", NodeKind.PIT, START, **high))  # type: ignore[arg-type]
+    older = START - timedelta(seconds=5)
+    assert engine.on_reading(reading(site.id, "pit", NodeKind.PIT, older, **high)) == []  # type: ignore[arg-type]
+    newer = START + timedelta(seconds=10)
+    assert opened(engine.on_reading(reading(site.id, "pit", NodeKind.PIT, newer, **high)))  # type: ignore[arg-type]
+
+
+def test_restored_open_finding_is_continued_not_reraised() -> None:
+    site, readings = _dead_pump_run(hours=2)
+    first = engine_for(site)
+    before = feed(first, readings[: len(readings) // 2])
+    (f,) = opened(before)
+    second = engine_for(site)  # the gateway restarted
+    second.restore(first.open_findings())
+    after = feed(second, readings[len(readings) // 2 :])
+    assert opened(after) == []
+    assert {e.finding.id for e in after} <= {f.id}
+
+
+def test_restored_finding_clears_with_its_own_id_when_the_condition_ended() -> None:
+    site, readings = _dead_pump_run(hours=1)
+    first = engine_for(site)
+    (f,) = opened(feed(first, readings))
+    second = engine_for(site)
+    second.restore(first.open_findings())
+    healthy = MiniSump(site, readings[-1].ts + timedelta(seconds=1), level_cm=20.0)
+    events = feed(second, healthy.run(600))
+    cleared = [e.finding for e in events if e.change is FindingChange.CLEARED]
+    assert [c.id for c in cleared] == [f.id]
+    assert cleared[0].cleared_at is not None and cleared[0].opened_at == f.opened_at
