@@ -162,6 +162,8 @@ def _scenario(
 ) -> None:
     model = load_scenario(scenario)
     specs = registry_homes(load_registry(sites), model) if sites is not None else None
+    if specs is not None and homes is not None:
+        specs = specs[:homes]  # the first N sites of the registry
     live = out is None
     when = parse_start(start) if start else (datetime.now(UTC) if live else None)
     if duration:

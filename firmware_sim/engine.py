@@ -186,6 +186,7 @@ class Simulation:
         for spec in homes:
             rng = random.Random(f"home-{seed}-{spec.site_id}")
             sim = HomeSim(spec.site_id, spec.model, rng, start)
+            sim.settle(self.weather)
             nodes = []
             for n in spec.nodes:
                 nrng = random.Random(f"node-{seed}-{spec.site_id}-{n.node_id}")
@@ -384,7 +385,7 @@ class Simulation:
     def _discharge(self, home: _Home, node: _Node, snap: Snapshot) -> dict[str, Any]:
         rng = node.rng
         flow = snap.outlet_lpm * (1 + rng.gauss(0, FLOW_SIGMA_REL)) + rng.gauss(0, FLOW_SIGMA_LPM)
-        if flow < FLOW_CUTOFF_LPM:
+        if flow < FLOW_CUTOFF_LPM or snap.outlet_lpm == 0.0:
             flow = 0.0  # flow meters report zero below their low-flow cut-off
         pressure = snap.pressure_kpa + rng.gauss(0, PRESSURE_SIGMA_KPA)
         pipe = home.sim.seg_c + rng.gauss(0, TEMP_SIGMA_C)

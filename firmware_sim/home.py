@@ -141,6 +141,11 @@ class HomeSim:
         self.water_c = m.inflow.groundwater_c
         self.micro_offset_c = self.rng.uniform(-0.7, 0.7)
 
+    def settle(self, weather: Weather) -> None:
+        """Start the empty exterior run at the temperature of its surroundings."""
+        buried = self.model.line.destination == "storm_lateral"
+        self.seg_c = weather.soil_c if buried else weather.air_c + self.micro_offset_c
+
     # -- faults -------------------------------------------------------------------------
     def _faults(self, kind: str, hours: float) -> list[FaultModel]:
         if kind not in self._fault_kinds:

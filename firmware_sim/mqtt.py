@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.reasoncodes import ReasonCode
 
@@ -52,6 +52,7 @@ class BrokerOptions:
     tls: bool = False
     ca_file: Path | None = None
     credentials: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    protocol: MQTTProtocolVersion | None = None  # None: try MQTT 5, then 3.1.1
 
     def login(self, site_id: str, node_id: str) -> tuple[str | None, str | None]:
         """The username/password of one node (its own, else the shared one)."""
@@ -88,10 +89,63 @@ def _configure(client: mqtt.Client, opts: BrokerOptions, site_id: str, node_id: 
     client.max_queued_messages_set(0)
 
 
+def probe_protocol(opts: BrokerOptions, site_id: str, node_id: str) -> MQTTProtocolVersion:
+    """The MQTT version the broker speaks: 5 if it accepts it, else 3.1.1 (e.g. amqtt)."""
+    for protocol in (mqtt.MQTTv5, mqtt.MQTTv311):
+        accepted = threading.Event()
+        answered = threading.Event()
+        client = mqtt.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=f"sim-probe-{random.getrandbits(32):08x}",
+            protocol=protocol,
+        )
+        _configure(client, opts, site_id, node_id)
+
+        def on_connect(
+            _c: mqtt.Client,
+            _u: Any,
+            _f: Any,
+            rc: Any,
+            _p: Any,
+            ok: threading.Event = accepted,
+            done: threading.Event = answered,
+        ) -> None:
+            if not rc.is_failure:
+                ok.set()
+            done.set()
+
+        def on_disconnect(*_args: Any, done: threading.Event = answered) -> None:
+            done.set()  # a 3.1.1-only broker hangs up on an MQTT 5 CONNECT
+
+        client.on_connect = on_connect
+        client.on_disconnect = on_disconnect
+        try:
+            client.connect(opts.host, opts.port, keepalive=10)
+        except OSError as exc:
+            raise BrokerError(
+                f"cannot connect to MQTT broker {opts.host}:{opts.port}: {exc}"
+            ) from exc
+        client.loop_start()
+        answered.wait(5)
+        ok = accepted.is_set()
+        client.disconnect()
+        client.loop_stop()
+        if ok:
+            return protocol
+    raise BrokerError(f"MQTT broker {opts.host}:{opts.port} refused MQTT 5 and 3.1.1")
+
+
 class NodeClient:
     """One simulated node's MQTT connection."""
 
-    def __init__(self, opts: BrokerOptions, site_id: str, node_id: str, tag: str) -> None:
+    def __init__(
+        self,
+        opts: BrokerOptions,
+        site_id: str,
+        node_id: str,
+        tag: str,
+        protocol: MQTTProtocolVersion,
+    ) -> None:
         self.site_id = site_id
         self.node_id = node_id
         self.status_topic = status_topic(site_id, node_id)
@@ -100,8 +154,9 @@ class NodeClient:
         self.client = mqtt.Client(
             CallbackAPIVersion.VERSION2,
             client_id=f"sim-{site_id}-{node_id}-{tag}",
-            protocol=mqtt.MQTTv5,
+            protocol=protocol,
         )
+        self.v5 = protocol == mqtt.MQTTv5
         self.client.will_set(self.status_topic, STATUS_OFFLINE, qos=1, retain=True)
         _configure(self.client, opts, site_id, node_id)
         self.client.on_connect = self._on_connect
@@ -130,7 +185,13 @@ class NodeClient:
             return
         self.silent = True
         self.disconnected.clear()
-        self.client.disconnect(reasoncode=ReasonCode(PacketTypes.DISCONNECT, identifier=4))
+        if self.v5:
+            self.client.disconnect(reasoncode=ReasonCode(PacketTypes.DISCONNECT, identifier=4))
+        else:
+            # MQTT 3.1.1 has no "disconnect with will": publish what the broker would.
+            info = self.client.publish(self.status_topic, STATUS_OFFLINE, qos=1, retain=True)
+            info.wait_for_publish(timeout=5)
+            self.client.disconnect()
         # Let the network thread send DISCONNECT before stopping it, or the broker
         # would only notice 1.5 keep-alives later.
         self.disconnected.wait(5)
@@ -182,11 +243,13 @@ def publish_simulation(
     every publication (the CLI uses it to also write ``--out``).
     """
     tag = f"{random.getrandbits(32):08x}"
+    first = sim.homes[0].spec
+    protocol = opts.protocol or probe_protocol(opts, first.site_id, first.nodes[0].node_id)
     clients: dict[tuple[str, str], NodeClient] = {}
     for home in sim.homes:
         for node in home.spec.nodes:
             clients[(home.spec.site_id, node.node_id)] = NodeClient(
-                opts, home.spec.site_id, node.node_id, tag
+                opts, home.spec.site_id, node.node_id, tag, protocol
             )
     for c in clients.values():
         c.start()
@@ -375,7 +438,14 @@ def run_load(
         raise ConfigError("load mode needs homes >= 1, rate > 0, duration > 0, processes >= 1")
     base = opts or BrokerOptions()
     opts = BrokerOptions(
-        host, port, base.username, base.password, base.tls, base.ca_file, base.credentials
+        host,
+        port,
+        base.username,
+        base.password,
+        base.tls,
+        base.ca_file,
+        base.credentials,
+        base.protocol,
     )
     sites = load_site_ids(homes)
     processes = min(processes, homes)

@@ -149,3 +149,23 @@ async def test_the_demo_sites_published_live_reach_the_gateway_store(
     assert await gateway.store.count() == stats.published
     for site in registry:
         assert await gateway.store.count(site.id) > 0
+
+
+def test_a_broker_that_only_speaks_mqtt_3_1_1_still_gets_every_message(tmp_path: Path) -> None:
+    from gateway.broker import start_broker
+
+    broker = start_broker(tmp_path / "amqtt", prefer="amqtt")
+    try:
+        recorder = Recorder(broker)
+        sim = build_simulation("sensor_offline", homes=1, duration=timedelta(hours=3, minutes=3))
+        stats = publish_simulation(sim, _opts(broker), speed=0)
+        status = "sumpwatch/v1/offline-pit/pit/status"
+        recorder.wait_for(
+            lambda ms: (
+                sum(1 for m in ms if m[0].endswith("/telemetry")) >= stats.published
+                and any(t == status and p == b"offline" for t, p, _ in ms)
+            )
+        )
+        recorder.close()
+    finally:
+        broker.stop()
