@@ -13,14 +13,26 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
-from gateway.api.deps import ScopeDep
+from gateway.api.deps import ScopeDep, register_resolver
 from gateway.domain import Citation, Finding
+from gateway.errors import NotFound
 from gateway.registry.models import SiteConfig
 from gateway.rules.audit import AuditItem, audit_site
 from gateway.rules.catalog import RULE_IDS
 from gateway.rules.repository import FindingRepository
 
 router = APIRouter(tags=["findings"])
+
+
+async def _site_of_finding(request: Request, finding_id: str) -> str:
+    finding = await request.app.state.runtime.findings.get(finding_id)
+    if finding is None:
+        raise NotFound(f"no finding with id {finding_id!r}")
+    return str(finding.site_id)
+
+
+# Access control checks a {finding_id} path against the finding's site.
+register_resolver("finding_id", _site_of_finding)
 
 
 class FindingCitation(BaseModel):
@@ -187,6 +199,15 @@ async def site_findings(
         site_id=site_id, rule_id=rule, open_only=open_only, since=since, until=until, limit=limit
     )
     return [FindingPublic.of(f) for f in found]
+
+
+@router.get("/findings/{finding_id}", response_model=FindingPublic)
+async def get_finding(request: Request, finding_id: str) -> FindingPublic:
+    """One finding by id."""
+    finding = await _repo(request).get(finding_id)
+    if finding is None:
+        raise HTTPException(status_code=404, detail=f"no finding with id {finding_id!r}")
+    return FindingPublic.of(finding)
 
 
 def _audit(request: Request, site: SiteConfig) -> SiteAuditPublic:
