@@ -30,6 +30,11 @@ report_app = typer.Typer(help="Winter monitoring reports (PDF, HTML, CSV).", no_
 console = Console(stderr=True)
 
 
+@report_app.callback()
+def report() -> None:
+    """Winter monitoring reports (PDF, HTML, CSV)."""
+
+
 @contextlib.asynccontextmanager
 async def open_sources(settings: Settings) -> AsyncIterator[ReportSources]:
     """Report sources over the gateway's stores, opened for the duration of the block."""

@@ -1,0 +1,286 @@
+"""Getting reports out: the API download, the CLI command and the monthly/final schedule.
+
+Each test uses a real SQLite store, findings repository and (for the API) the
+app-wide access-control dependency; the schedule runs on an injected clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import tomli_w
+from fastapi import Depends, FastAPI
+from typer.testing import CliRunner
+
+from gateway.accounts.access import access_control
+from gateway.contract import NodeKind
+from gateway.domain import Citation, Finding, FindingChange, FindingEvent, Severity
+from gateway.registry.models import SiteRegistry, load_registry
+from gateway.reports.cli import report_app
+from gateway.reports.routes import router
+from gateway.reports.schedule import due_reports, run_report_schedule, run_schedule_once
+from gateway.reports.sources import ReportSources, SqliteAlerts
+from gateway.rules.pack import RulePack, load_packs
+from gateway.rules.repository import FindingRepository
+from gateway.settings import Settings
+from gateway.store.base import Rollup
+from gateway.store.database import SqliteDatabase
+from gateway.store.sqlite import SqliteStore
+
+SEASON = "2026-2027"
+START = datetime(2026, 11, 15, 6, tzinfo=UTC)  # Edgar season start, local midnight
+SITES = [
+    {
+        "id": "h1",
+        "name": "12 Elm St",
+        "address": "12 Elm St",
+        "jurisdiction": "edgar",
+        "nodes": [{"id": "pit", "kind": "pit"}, {"id": "outlet", "kind": "discharge"}],
+        "installation": {"destination": "grade"},
+    },
+    {
+        "id": "h2",
+        "name": "3 Oak Ave",
+        "jurisdiction": "local-law-6-2024",
+        "nodes": [{"id": "pit", "kind": "pit"}, {"id": "outlet", "kind": "discharge"}],
+    },
+]
+
+
+def _write_sites(data_dir: Path) -> Path:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    sites_file = data_dir / "sites.toml"
+    sites_file.write_text(tomli_w.dumps({"site": SITES}))
+    return sites_file
+
+
+async def _populate(data_dir: Path) -> Path:
+    """A store with two days of h1 rollups and one sanitary violation finding."""
+    sites_file = await asyncio.to_thread(_write_sites, data_dir)
+    db = SqliteDatabase(data_dir / "sumpwatch.db")
+    await db.open()
+    store = SqliteStore(db)
+    await store.open()
+    rollups = []
+    for h in range(48):
+        t = START + timedelta(hours=h)
+        rollups.append(Rollup("h1", "pit", NodeKind.PIT, "1h", t, samples=360, pump_cycles=2))
+        rollups.append(
+            Rollup("h1", "outlet", NodeKind.DISCHARGE, "1h", t, samples=360, pumped_volume_l=5.0)
+        )
+    await store.save_rollups(rollups)
+    repo = FindingRepository(db)
+    await repo.open()
+    finding = Finding(
+        id="f-hose",
+        rule_id="sanitary_discharge",
+        site_id="h1",
+        severity=Severity.CRITICAL,
+        title="Sump water is going into the sanitary sewer",
+        opened_at=START + timedelta(hours=3),
+        updated_at=START + timedelta(hours=3),
+        level="violation",
+        evidence={"outlet_share": 0.07},
+        citations=(Citation("000_86c7187f3bed6ca5.txt", "(b)", "No ... sump pump shall"),),
+    )
+    await repo.apply([FindingEvent(FindingChange.OPENED, finding)])
+    await db.close()
+    return sites_file
+
+
+@dataclass
+class FakeRuntime:
+    """The attributes of gateway.runtime.Runtime the report router reads."""
+
+    settings: Settings
+    registry: SiteRegistry
+    db: SqliteDatabase
+    store: SqliteStore
+    packs: dict[str, RulePack]
+    findings: FindingRepository
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    sites_file = await _populate(tmp_path)
+    db = SqliteDatabase(tmp_path / "sumpwatch.db")
+    await db.open()
+    store = SqliteStore(db)
+    await store.open()
+    settings = Settings(_env_file=None, data_dir=tmp_path, sites_file=sites_file)
+    app = FastAPI(dependencies=[Depends(access_control)])
+    app.include_router(router)
+    app.state.settings = settings
+    app.state.runtime = FakeRuntime(
+        settings, load_registry(sites_file), db, store, load_packs(), FindingRepository(db)
+    )
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+        yield c
+    await db.close()
+
+
+async def test_api_returns_the_site_csv_as_an_attachment(client: httpx.AsyncClient) -> None:
+    r = await client.get(f"/reports/winter?season={SEASON}&site=h1&format=csv")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/csv")
+    assert r.headers["content-disposition"] == 'attachment; filename="winter-2026-2027-site-h1.csv"'
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert rows[-1]["date"] == "TOTAL"
+    assert float(rows[-1]["outlet_volume_l"]) == 48 * 5.0
+    assert rows[-1]["violation_day"] != "0"
+
+
+async def test_api_returns_a_pdf_and_a_village_html_page(client: httpx.AsyncClient) -> None:
+    pdf = await client.get(f"/reports/winter?season={SEASON}&site=h1&format=pdf")
+    assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF-")
+    html = await client.get(f"/reports/winter?season={SEASON}&jurisdiction=edgar&format=html")
+    assert html.status_code == 200
+    assert html.headers["content-disposition"].startswith("inline")
+    assert "12 Elm St" in html.text and "Order" in html.text
+
+
+async def test_api_refuses_unknown_sites_bad_seasons_and_double_scopes(
+    client: httpx.AsyncClient,
+) -> None:
+    assert (await client.get(f"/reports/winter?season={SEASON}&site=nope")).status_code == 404
+    assert (await client.get("/reports/winter?season=2026&site=h1")).status_code == 422
+    both = await client.get(f"/reports/winter?season={SEASON}&site=h1&jurisdiction=edgar")
+    assert both.status_code == 400
+    fmt = await client.get(f"/reports/winter?season={SEASON}&site=h1&format=docx")
+    assert fmt.status_code == 422
+
+
+def test_cli_writes_the_report_named_by_its_scope_into_a_folder(tmp_path: Path) -> None:
+    sites_file = asyncio.run(_populate(tmp_path / "data"))
+    out = tmp_path / "out"
+    out.mkdir()
+    result = CliRunner().invoke(
+        report_app,
+        [
+            "winter",
+            "--season", SEASON,
+            "--jurisdiction", "edgar",
+            "--format", "csv",
+            "--out", str(out),
+            "--data-dir", str(tmp_path / "data"),
+            "--sites", str(sites_file),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader((out / "winter-2026-2027-edgar.csv").open()))
+    assert [r["site_id"] for r in rows] == ["h1", "TOTAL"]
+    assert rows[0]["status"] == "violation" and rows[0]["recommendation"] == "order"
+
+
+def test_cli_reports_an_unknown_site_as_an_error(tmp_path: Path) -> None:
+    sites_file = asyncio.run(_populate(tmp_path / "data"))
+    result = CliRunner().invoke(
+        report_app,
+        [
+            "winter",
+            "--season", SEASON,
+            "--site", "nope",
+            "--out", str(tmp_path / "x.pdf"),
+            "--data-dir", str(tmp_path / "data"),
+            "--sites", str(sites_file),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert not (tmp_path / "x.pdf").exists()
+
+
+# ------------------------------------------------------------------ schedule
+
+
+@pytest.fixture
+async def sources(tmp_path: Path) -> AsyncIterator[ReportSources]:
+    sites_file = await _populate(tmp_path / "data")
+    db = SqliteDatabase(tmp_path / "data" / "sumpwatch.db")
+    await db.open()
+    store = SqliteStore(db)
+    await store.open()
+    yield ReportSources(
+        load_registry(sites_file), load_packs(), store, FindingRepository(db), SqliteAlerts(db)
+    )
+    await db.close()
+
+
+def _local(y: int, m: int, d: int, hour: int) -> datetime:
+    # America/Chicago in winter is UTC-6.
+    return datetime(y, m, d, hour + 6, tzinfo=UTC)
+
+
+def test_nothing_is_due_before_the_first_month_boundary_has_settled(
+    sources: ReportSources, tmp_path: Path
+) -> None:
+    assert due_reports(_local(2026, 11, 30, 12), sources, tmp_path, formats=("csv",)) == []
+    assert due_reports(_local(2026, 12, 1, 0), sources, tmp_path, formats=("csv",)) == []
+    due = due_reports(_local(2026, 12, 1, 2), sources, tmp_path, formats=("csv",))
+    names = sorted(str(d.path.relative_to(tmp_path)) for d in due)
+    assert names == [
+        "winter-2026-2027/edgar/through-2026-12-01/winter-2026-2027-edgar.csv",
+        "winter-2026-2027/edgar/through-2026-12-01/winter-2026-2027-site-h1.csv",
+        "winter-2026-2027/local-law-6-2024/through-2026-12-01/"
+        "winter-2026-2027-local-law-6-2024.csv",
+        "winter-2026-2027/local-law-6-2024/through-2026-12-01/winter-2026-2027-site-h2.csv",
+    ]
+    assert {d.cut for d in due} == {_local(2026, 12, 1, 0)}
+
+
+def test_after_the_season_the_final_report_is_due_and_old_seasons_are_not_caught_up(
+    sources: ReportSources, tmp_path: Path
+) -> None:
+    due = due_reports(datetime(2027, 4, 16, 8, tzinfo=UTC), sources, tmp_path, formats=("csv",))
+    edgar = {d.path.parent.name for d in due if d.jurisdiction == "edgar"}
+    assert edgar == {"through-2027-03-01", "through-2027-04-01", "final"}  # 60-day catch-up
+    final = [d for d in due if d.kind == "final" and d.jurisdiction == "edgar"]
+    assert {d.cut for d in final} == {datetime(2027, 4, 16, 5, tzinfo=UTC)}
+    later = due_reports(datetime(2027, 11, 1, tzinfo=UTC), sources, tmp_path, formats=("csv",))
+    assert later == []
+
+
+async def test_scheduled_reports_are_written_once_and_cut_at_the_month_boundary(
+    sources: ReportSources, tmp_path: Path
+) -> None:
+    out = tmp_path / "reports"
+    now = _local(2026, 12, 1, 3)
+    written = await run_schedule_once(sources, out, now=now, formats=("csv",))
+    assert len(written) == 4
+    site_file = out / "winter-2026-2027/edgar/through-2026-12-01/winter-2026-2027-site-h1.csv"
+    rows = list(csv.DictReader(site_file.open()))
+    assert rows[-2]["date"] == "2026-11-30"  # data through the cut, not "now"
+    assert float(rows[-1]["outlet_volume_l"]) == 48 * 5.0
+    assert await run_schedule_once(sources, out, now=now, formats=("csv",)) == []
+
+
+async def test_the_schedule_task_checks_again_after_each_interval(
+    sources: ReportSources, tmp_path: Path
+) -> None:
+    out = tmp_path / "reports"
+    clock = [_local(2026, 11, 30, 12)]
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            raise asyncio.CancelledError
+        clock[0] += timedelta(hours=8)
+
+    with pytest.raises(asyncio.CancelledError):
+        await run_report_schedule(
+            sources, out, clock=lambda: clock[0], sleep=sleep, interval_s=1800, formats=("csv",)
+        )
+    assert sleeps == [1800, 1800, 1800]
+    # 12:00 Nov 30 nothing; 20:00 nothing; 04:00 Dec 1 the four monthly files.
+    assert len(list(out.rglob("*.csv"))) == 4
