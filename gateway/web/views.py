@@ -460,7 +460,10 @@ async def site_overview(
         season_text=f"Winter season: {pack.season.label()}" if pack else "",
         alerts_enabled=sources.alerts_enabled(runtime),
         alerts=[alert_view(a, site, principal, pack, now) for a in alerts],
-        compliance_ok=not any(c.status == "fail" or c.kind == "finding" for c in compliance),
+        # An audit "fail" or a finding of warning/critical severity is non-compliance;
+        # advisories, unknowns and "watch"-level findings are points to check.
+        compliance_ok=not any(i.status == "fail" for i in audit_items)
+        and not any(f.severity is not Severity.INFO for f in cited_findings),
         compliance=compliance,
         nodes=nodes,
     )

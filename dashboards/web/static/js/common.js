@@ -53,7 +53,7 @@ SW.live = (url, handlers) => {
   source.addEventListener("error", () => set("reconnecting…", "off"));
   source.addEventListener("logout", () => { source.close(); window.location.reload(); });
   Object.entries(handlers).forEach(([name, fn]) => {
-    source.addEventListener(name, (event) => { set("live · updated " + new Date().toLocaleTimeString(), "on"); fn(event.data); });
+    source.addEventListener(name, (event) => { set("live", "on"); fn(event.data); });
   });
   return source;
 };

@@ -27,6 +27,16 @@
     return { type: "linear", ticks: { maxTicksLimit: 7, callback: (v) => fmt.format(new Date(v)) } };
   }
 
+  // A site with less history than the range: start the axis at its first reading.
+  function firstX() {
+    let first = view.end_ms;
+    Object.values(view.charts).forEach((c) => {
+      (c.series || []).forEach((s) => { if (s.points.length) first = Math.min(first, s.points[0][0]); });
+      if (c.bars && c.bars.length) first = Math.min(first, c.bars[0][0]);
+    });
+    return first < view.end_ms ? Math.max(view.start_ms, first) : view.start_ms;
+  }
+
   function lineDatasets(chart) {
     const sets = chart.series.map((s, i) => ({
       label: s.label, key: s.key, data: s.points.map(([x, y]) => ({ x, y })),
@@ -58,8 +68,9 @@
         animation: false, responsive: true, maintainAspectRatio: false, parsing: true, normalized: true,
         interaction: { mode: "nearest", intersect: false },
         scales: {
-          x: { ...xAxis(view.range, tz), min: view.start_ms, max: view.end_ms, offset: false },
-          y: { title: { display: true, text: chart.unit }, beginAtZero: bars || name === "level" },
+          x: { ...xAxis(view.range, tz), min: firstX(), max: view.end_ms, offset: false },
+          y: { title: { display: true, text: chart.unit }, beginAtZero: bars || name === "level",
+               suggestedMin: name === "flow" ? 0 : undefined },
         },
         plugins: {
           legend: { display: !bars, labels: { boxWidth: 12 } },
@@ -104,7 +115,7 @@
         if (ds.key === "mark") { ds.data[0].x = view.start_ms; ds.data[1].x = view.end_ms; }
         while (ds.data.length && ds.data[0].x < view.start_ms) ds.data.shift();
       });
-      if (chart.options.scales.x) { chart.options.scales.x.min = view.start_ms; chart.options.scales.x.max = view.end_ms; }
+      if (chart.options.scales.x) { chart.options.scales.x.min = firstX(); chart.options.scales.x.max = view.end_ms; }
       chart.update("none");
       const canvas = chart.canvas;
       canvas.dataset.points = String(Number(canvas.dataset.points || 0) + added);

@@ -1,0 +1,160 @@
+"""Issue 8 in a real browser: Debian's headless Chromium driven by Playwright against
+the app served by uvicorn over a live pipeline (real Mosquitto, simulated homes).
+
+``SUMPWATCH_SCREENSHOTS=1`` saves every page to docs/screenshots/ for review.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.async_api import expect
+
+from tests.browser_fixtures import LiveApp, browser_login, feed_homes, publish_pit, shot
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+TIMEOUT_MS = 15_000
+
+
+async def _points(page: Any, canvas: str) -> int:
+    return int(await page.get_attribute(canvas, "data-points") or 0)
+
+
+async def test_the_homeowner_page_renders_charts_with_data_and_updates_live(
+    live_app: LiveApp, browser_context: Any
+) -> None:
+    await feed_homes(live_app, ["elm-16"], hours=1.0)
+    page = await browser_context.new_page()
+    await browser_login(page, live_app, "elm16")
+    assert page.url.endswith("/site/elm-16")
+    await page.wait_for_selector("body[data-charts-ready='24h']", timeout=TIMEOUT_MS)
+    assert await _points(page, "#chart-level") > 30  # an hour of minutes, at least
+    assert await _points(page, "#chart-temperature") > 30
+    assert await page.is_hidden("#charts-empty")
+    assert await page.inner_text("[data-testid=status]") != ""
+    await page.wait_for_selector("#live.on", timeout=TIMEOUT_MS)
+    before = await _points(page, "#chart-level")
+
+    # A new reading arrives through Mosquitto: the gauge and the chart follow, no reload.
+    await publish_pit(live_app, "elm-16", [33.0, 34.0])
+    await expect(page.locator("[data-testid=level]")).to_have_text("13.4 in", timeout=TIMEOUT_MS)
+    assert await _points(page, "#chart-level") > before
+    await shot(page, "homeowner-dashboard")
+
+    await page.click("button[data-range='7d']")
+    await page.wait_for_selector("body[data-charts-ready='7d']", timeout=TIMEOUT_MS)
+    assert await _points(page, "#chart-level") > 0
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await shot(page, "homeowner-dashboard-phone")
+
+
+async def test_a_high_water_alert_appears_on_the_homeowner_page_and_can_be_acknowledged(
+    live_app: LiveApp, browser_context: Any
+) -> None:
+    await feed_homes(live_app, ["elm-16"], hours=0.25)
+    page = await browser_context.new_page()
+    await browser_login(page, live_app, "elm16")
+    await page.wait_for_selector("#live.on", timeout=TIMEOUT_MS)
+    assert await page.locator(".alert[data-rule='high_water']").count() == 0
+
+    await publish_pit(live_app, "elm-16", [58.0, 60.0, 61.0])  # alarm mark: 55 cm
+    alert = page.locator(".alert[data-rule='high_water']")
+    await alert.wait_for(timeout=TIMEOUT_MS)
+    assert await page.get_attribute("[data-testid=status]", "data-state") == "problem"
+    assert "High water" in await alert.inner_text()
+    assert "What to do" in await alert.inner_text()
+    await shot(page, "homeowner-high-water-alert")
+
+    await alert.locator("[data-testid=ack]").click()
+    await expect(
+        page.locator(".alert[data-rule='high_water'] [data-testid=alert-state]")
+    ).to_have_text("acknowledged", timeout=TIMEOUT_MS)
+    stored = [a for a in await live_app.runtime.alerts.list_alerts() if a.rule_id == "high_water"]
+    assert stored[0].state.value == "acknowledged"
+    assert stored[0].acknowledged_by == "elm16"
+    await shot(page, "homeowner-alert-acknowledged")
+
+
+async def test_public_works_sees_all_its_sites_and_not_another_jurisdictions(
+    live_app: LiveApp, browser_context: Any
+) -> None:
+    edgar = [s.id for s in live_app.runtime.registry.in_jurisdiction("edgar")]
+    await feed_homes(live_app, [*edgar[:3], "main-101"], hours=0.25)
+    page = await browser_context.new_page()
+    await browser_login(page, live_app, "edgar-pw")
+    assert page.url.endswith("/console/edgar")
+    rows = page.locator("#sites-table tbody tr")
+    assert sorted(await rows.evaluate_all("rs => rs.map(r => r.dataset.site)")) == sorted(edgar)
+    assert await page.locator("tr[data-site='main-101']").count() == 0
+    assert await _points(page, "#site-map") == len(edgar)
+
+    await page.fill("#filter-text", "oak")
+    assert await page.get_attribute("#sites-table", "data-shown") == "3"
+    await page.fill("#filter-text", "")
+    await page.click("#sites-table th:first-child")  # sort by name
+    names = await rows.evaluate_all("rs => rs.map(r => r.cells[0].dataset.value)")
+    assert names == sorted(names)
+    await shot(page, "public-works-console")
+
+    response = await page.goto(f"{live_app.base_url}/console/local-law-6-2024")
+    assert response is not None and response.status == 404
+    response = await page.goto(f"{live_app.base_url}/site/main-101")
+    assert response is not None and response.status == 404
+
+
+async def test_public_works_assigns_and_resolves_an_alert_from_the_console(
+    live_app: LiveApp, browser_context: Any
+) -> None:
+    await publish_pit(live_app, "oak-5", [58.0, 60.0, 61.0])
+    page = await browser_context.new_page()
+    await browser_login(page, live_app, "edgar-pw")
+    alert = page.locator(".alert[data-rule='high_water']")
+    await alert.wait_for(timeout=TIMEOUT_MS)
+    await alert.locator("input[name=assignee]").fill("crew-7")
+    await alert.locator("[data-testid=assign]").click()
+    await expect(page.locator(".alert[data-rule='high_water']")).to_contain_text(
+        "Assigned to crew-7", timeout=TIMEOUT_MS
+    )
+    await shot(page, "public-works-alert-assigned")
+    await page.locator(".alert[data-rule='high_water'] input[name=note]").fill("pump replaced")
+    await page.locator(".alert[data-rule='high_water'] [data-testid=resolve]").click()
+    await page.locator(".alert[data-rule='high_water']").wait_for(
+        state="detached", timeout=TIMEOUT_MS
+    )
+    resolved = [a for a in await live_app.runtime.alerts.list_alerts() if a.site_id == "oak-5"]
+    assert resolved[0].state.value == "resolved"
+    assert resolved[0].resolved_by == "edgar-pw"
+    assert resolved[0].assignee == "crew-7"
+
+
+async def test_a_homeowner_cannot_reach_another_site(
+    live_app: LiveApp, browser_context: Any
+) -> None:
+    page = await browser_context.new_page()
+    await browser_login(page, live_app, "elm16")
+    response = await page.goto(f"{live_app.base_url}/site/elm-14")
+    assert response is not None and response.status == 404
+    assert "Not found" in await page.inner_text("h1")
+    await shot(page, "homeowner-other-site-404")
+    # Nor through the API or the live stream, with the browser's own session.
+    statuses = await page.evaluate(
+        """async () => Promise.all(['/sites/elm-14', '/sites/elm-14/readings',
+            '/site/elm-14/charts.json', '/site/elm-14/events', '/console/edgar/view.json']
+            .map(u => fetch(u, {headers: {accept: 'application/json'}}).then(r => r.status)))"""
+    )
+    assert statuses == [404, 404, 404, 404, 404]
+
+
+async def test_the_login_page_says_what_went_wrong(
+    live_app: LiveApp, browser_context: Any
+) -> None:
+    page = await browser_context.new_page()
+    await page.goto(f"{live_app.base_url}/site/elm-16")
+    assert "/login" in page.url
+    await page.fill("input[name=username]", "elm16")
+    await page.fill("input[name=password]", "not-the-password")
+    await page.click("button[type=submit]")
+    assert "Wrong username or password" in await page.inner_text("#login-error")
+    await shot(page, "login-error")
