@@ -147,6 +147,7 @@ def score(
     packs: PacksOpt = None,
     silence_factor: Annotated[float, typer.Option(help="As the gateway's setting")] = 6.0,
     details: Annotated[bool, typer.Option(help="List false positives and misses")] = False,
+    workers: Annotated[int, typer.Option(help="Scenarios run in parallel processes")] = 2,
 ) -> None:
     """Run every simulator scenario offline, replay it through the detectors and compare
     with the ground-truth labels: per detector precision, recall and median delay."""
@@ -158,8 +159,9 @@ def score(
     try:
         result = score_scenarios(
             names,
-            load_packs(packs),
+            packs_dir=packs,
             seed=seed,
+            workers=workers,
             silence_factor=silence_factor,
             progress=lambda n: console.print(f"[dim]scenario {n}[/dim]"),
         )

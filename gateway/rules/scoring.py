@@ -20,6 +20,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any
 from gateway.domain import Finding
 from gateway.registry.models import SiteRegistry, load_registry
 from gateway.rules.catalog import RULE_IDS
-from gateway.rules.pack import RulePack
+from gateway.rules.pack import load_packs
 from gateway.rules.replay import ReplayResult, replay
 
 TOLERANCE = timedelta(minutes=5)
@@ -159,23 +160,50 @@ def registry_from_toml(text: str) -> SiteRegistry:
         return load_registry(path)
 
 
-def score_scenarios(
-    scenarios: Iterable[str],
-    packs: dict[str, RulePack],
-    *,
-    seed: int = 1,
-    silence_factor: float = 6.0,
-    progress: Callable[[str], None] | None = None,
-) -> Score:
-    """Run each scenario offline, replay it through the detectors and score it."""
+def _run_scenario(
+    name: str, seed: int, silence_factor: float, packs_dir: Path | None
+) -> tuple[str, ReplayResult, dict[str, Any]]:
+    """Simulate one scenario and replay it (a top-level function: runs in workers)."""
     from firmware_sim.offline import run_offline  # the scorer needs the simulator
 
+    run = run_offline(name, seed=seed)
+    registry = registry_from_toml(run.sites_toml)
+    result = replay(run.messages, registry, load_packs(packs_dir), silence_factor=silence_factor)
+    result.events = []  # not needed for scoring; keeps the pickle small
+    return name, result, run.labels
+
+
+def score_scenarios(
+    scenarios: Iterable[str],
+    *,
+    packs_dir: Path | None = None,
+    seed: int = 1,
+    silence_factor: float = 6.0,
+    workers: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> Score:
+    """Run each scenario offline, replay it through the detectors and score it.
+
+    ``workers`` > 1 runs scenarios in parallel processes (results are scored in
+    scenario order, so the score does not depend on it).
+    """
+    names = list(scenarios)
     score = Score({r: RuleScore(r) for r in RULE_IDS}, [])
-    for name in scenarios:
-        if progress is not None:
-            progress(name)
-        run = run_offline(name, seed=seed)
-        registry = registry_from_toml(run.sites_toml)
-        result = replay(run.messages, registry, packs, silence_factor=silence_factor)
-        score_run(name, result, run.labels, score)
+    runs: list[tuple[str, ReplayResult, dict[str, Any]]] = []
+    if workers <= 1:
+        for name in names:
+            if progress is not None:
+                progress(name)
+            runs.append(_run_scenario(name, seed, silence_factor, packs_dir))
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [
+                pool.submit(_run_scenario, n, seed, silence_factor, packs_dir) for n in names
+            ]
+            for future in futures:
+                runs.append(future.result())
+                if progress is not None:
+                    progress(runs[-1][0])
+    for name, result, labels in runs:
+        score_run(name, result, labels, score)
     return score
