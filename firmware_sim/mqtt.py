@@ -269,7 +269,10 @@ def publish_simulation(
             if speed > 0:
                 delay = wall0 + msg.t_s / speed - time.monotonic()
                 if delay > 0:
-                    time.sleep(delay)
+                    if stop is None:
+                        time.sleep(delay)
+                    elif stop.wait(delay):
+                        break
             if on_message is not None:
                 on_message(msg.topic, msg.payload)
             client = clients[(msg.site_id, msg.node_id)]
