@@ -14,6 +14,7 @@ from typing import Any
 from alerts import AlertManager
 from alerts.channels.mqtt import MqttPublisher
 from alerts.config import load_alerts_config
+from gateway.domain import FindingEvent
 from gateway.errors import ConfigError
 from gateway.ingest import MqttSource
 from gateway.metrics import Metrics
@@ -26,6 +27,7 @@ from gateway.store.base import TimeSeriesStore
 from gateway.store.database import SqliteDatabase
 from gateway.store.deadletters import StateRepository
 from gateway.store.factory import make_store
+from gateway.store.rollups import refresh_forever
 from gateway.store.writer import BatchWriter
 from gateway.validate import Validator
 
@@ -122,7 +124,14 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         await alerts.open()
         stack.push_async_callback(alerts.close)
         engine = RulesEngine(registry, packs, silence_factor=settings.silence_factor)
-        pipeline = Pipeline(validator, writer, metrics, detectors=engine, sinks=[alerts.on_events])
+
+        async def copy_to_store(events: list[FindingEvent]) -> None:
+            # InfluxDB keeps a finding series for Grafana; SQLite ignores this.
+            await store.write_events(findings=events)
+
+        pipeline = Pipeline(
+            validator, writer, metrics, detectors=engine, sinks=[alerts.on_events, copy_to_store]
+        )
 
         def on_connection(up: bool) -> None:
             metrics.broker_connected = up
@@ -139,6 +148,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                 tg.create_task(pipeline.run_sinks(), name="finding-sinks"),
                 tg.create_task(pipeline.run_ticks(), name="detector-ticks"),
                 tg.create_task(alerts.run(), name="alert-delivery"),
+                tg.create_task(refresh_forever(store, settings.rollup_interval_s), name="rollups"),
                 tg.create_task(source.run(), name="mqtt-source"),
             ]
             try:

@@ -63,7 +63,14 @@ class Settings(BaseSettings):
     influx_password: SecretStr | None = None
     influx_token: SecretStr | None = None
     influx_gzip: bool = True
-    influx_spool_max_bytes: int = 1_000_000_000
+    influx_spool_max_bytes: int = Field(1_000_000_000, description="Disk spool cap (outages)")
+    influx_spool_segment_bytes: int = 16 * 1024 * 1024
+    influx_batch_bytes: int = Field(4 * 1024 * 1024, description="Largest /write body")
+    influx_timeout_s: float = 10.0
+    influx_retry_min_s: float = 0.5
+    influx_retry_max_s: float = 30.0
+    influx_close_drain_s: float = Field(5.0, description="Spool replay allowed at shutdown")
+    rollup_interval_s: float = Field(60.0, gt=0, description="How often rollups are refreshed")
 
     # Validation
     max_future_skew_s: float = Field(300, description="Device clock may run this far ahead")

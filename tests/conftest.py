@@ -11,6 +11,7 @@ import pytest
 from gateway.broker import BrokerProcess, mosquitto_binary, start_broker
 from gateway.runtime import Runtime, run_gateway
 from gateway.settings import REPO_DIR, Settings
+from tests.influx_fixture import influx_database, influxd, influxd_private  # noqa: F401
 from tests.mqtt_helpers import wait_connected
 
 DEMO_SITES = REPO_DIR / "deploy" / "sites.example.toml"

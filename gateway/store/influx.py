@@ -230,13 +230,13 @@ class InfluxStore:
         self.spool = Spool(
             settings.data_dir / "spool",
             settings.influx_spool_max_bytes,
-            segment_bytes=int(getattr(settings, "influx_spool_segment_bytes", 16 << 20)),
+            segment_bytes=int(settings.influx_spool_segment_bytes),
         )
-        self.batch_bytes = int(getattr(settings, "influx_batch_bytes", 4 << 20))
-        self.timeout_s = float(getattr(settings, "influx_timeout_s", 10.0))
-        self.retry_min_s = float(getattr(settings, "influx_retry_min_s", 0.5))
-        self.retry_max_s = float(getattr(settings, "influx_retry_max_s", 30.0))
-        self.close_drain_s = float(getattr(settings, "influx_close_drain_s", 5.0))
+        self.batch_bytes = int(settings.influx_batch_bytes)
+        self.timeout_s = float(settings.influx_timeout_s)
+        self.retry_min_s = float(settings.influx_retry_min_s)
+        self.retry_max_s = float(settings.influx_retry_max_s)
+        self.close_drain_s = float(settings.influx_close_drain_s)
         self._client: httpx.AsyncClient | None = None
         self._params: dict[str, str] = {"db": settings.influx_database}
         self._headers: dict[str, str] = {}

@@ -119,6 +119,8 @@ class BatchWriter:
         new = await self._store.write(readings) if readings else 0
         if letters or statuses:
             await self._state.save(letters, statuses)
+        if statuses:
+            await self._store.write_events(statuses=statuses)
         elapsed = time.perf_counter() - started
         m = self._metrics
         m.batch_seconds.observe(elapsed)

@@ -40,4 +40,7 @@ async def health(runtime: RuntimeDep, response: Response) -> HealthPublic:
 @router.get("/metrics", response_class=Response)
 async def metrics(runtime: RuntimeDep) -> Response:
     """Prometheus text format."""
+    stats = getattr(runtime.store, "stats", None)
+    if stats is not None:  # InfluxDB store: spool size, spool_full, influx_up, ...
+        runtime.metrics.extra_gauges = {f"store_{k}": v for k, v in stats().items()}
     return Response(runtime.metrics.render(), media_type=CONTENT_TYPE_LATEST)
