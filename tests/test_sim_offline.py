@@ -162,12 +162,3 @@ def test_jsonl_files_round_trip_every_payload(tmp_path: Path) -> None:
     assert read_jsonl(path) == run.messages
     first = json.loads(path.read_text().splitlines()[0])
     assert first == {"topic": first["topic"], "payload": "online", "retain": True}
-
-
-def test_a_few_simulated_hours_generate_in_well_under_a_few_seconds() -> None:
-    import time
-
-    began = time.perf_counter()
-    run = run_offline("normal_winter_grade", duration=timedelta(hours=4))
-    assert len(run.messages) > 3000
-    assert time.perf_counter() - began < 3.0
