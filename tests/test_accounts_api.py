@@ -18,6 +18,7 @@ from tests.browser_fixtures import (
     publish_pit,
     signed_in,
 )
+from tests.mqtt_helpers import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -271,8 +272,6 @@ async def test_a_homeowner_may_acknowledge_but_not_resolve_an_alert_of_their_sit
         alerts = await live_app.runtime.alerts.list_alerts()
         return [a.id for a in alerts if a.site_id == "elm-16" and a.rule_id == "high_water"]
 
-    from tests.mqtt_helpers import wait_until
-
     async def has_alert() -> bool:
         return bool(await alert_open())
 
@@ -296,3 +295,33 @@ async def test_a_homeowner_may_acknowledge_but_not_resolve_an_alert_of_their_sit
         assert ack.json()["state"] == "acknowledged"
     alert = await live_app.runtime.alerts.get(alert_id)
     assert alert.acknowledged_by == "elm16"
+
+
+async def test_the_alert_api_lists_only_the_callers_alerts_and_records_who_acted(
+    live_app: LiveApp,
+) -> None:
+    await publish_pit(live_app, "elm-16", [60.0, 61.0, 62.0])
+    await publish_pit(live_app, "oak-5", [60.0, 61.0, 62.0])
+
+    async def both() -> bool:
+        alerts = await live_app.runtime.alerts.list_alerts()
+        return {a.site_id for a in alerts} >= {"elm-16", "oak-5"}
+
+    await wait_until(both, timeout=15)
+    async with signed_in(live_app, "elm16") as owner:
+        mine = (await owner.get("/alerts")).json()
+        assert {a["site_id"] for a in mine} == {"elm-16"}
+        csrf = csrf_of((await owner.get("/account")).text)
+        headers = {"x-csrf-token": csrf}
+        alert_id = mine[0]["id"]
+        resolve = await owner.post(
+            f"/alerts/{alert_id}/resolve", json={"by": "elm16", "note": "x"}, headers=headers
+        )
+        assert resolve.status_code == 403
+        ack = await owner.post(f"/alerts/{alert_id}/ack", json={"by": "mayor"}, headers=headers)
+        assert ack.status_code == 200
+        assert ack.json()["acknowledged_by"] == "elm16"  # the account, not the claim
+    async with signed_in(live_app, "edgar-pw") as staff:
+        assert {a["site_id"] for a in (await staff.get("/alerts")).json()} == {"elm-16", "oak-5"}
+    async with signed_in(live_app, "ll6-pw") as other:
+        assert (await other.get("/alerts")).json() == []

@@ -1,11 +1,14 @@
 """Alerts API: list and filter, acknowledge, assign, resolve, and the delivery log.
 
-The AlertManager comes from ``request.app.state.runtime.alerts``. Who acts is given
-in the body (``by``) until the auth issue adds users.
+The AlertManager comes from ``request.app.state.runtime.alerts``. Who acts is the
+signed-in account when authentication is on (``by`` in the body is then ignored);
+assigning and resolving are for public works and admins; lists are filtered to the
+caller's sites (gateway.accounts.access).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -22,6 +25,8 @@ from alerts.models import (
     InvalidTransition,
     Notification,
 )
+from gateway.accounts.models import Principal
+from gateway.api.deps import PrincipalDep, ScopeDep, StaffDep
 from gateway.domain import Severity
 from gateway.errors import NotFound
 
@@ -171,6 +176,11 @@ class AssignCreate(BaseModel):
     assignee: str | None = Field(max_length=200)
 
 
+def _actor(principal: Principal, claimed: str) -> str:
+    """The signed-in account; the body's ``by`` only when authentication is off."""
+    return claimed if principal.via == "open" else principal.username
+
+
 def _not_found(exc: NotFound) -> HTTPException:
     return HTTPException(status_code=404, detail=str(exc))
 
@@ -178,6 +188,7 @@ def _not_found(exc: NotFound) -> HTTPException:
 @router.get("/alerts", response_model=list[AlertPublic])
 async def list_alerts(
     alerts: AlertsDep,
+    scope: ScopeDep,
     site: Annotated[str | None, Query(description="Site id")] = None,
     jurisdiction: Annotated[str | None, Query(description="Rule pack id")] = None,
     state: AlertState | None = None,
@@ -194,7 +205,16 @@ async def list_alerts(
             raise HTTPException(422, f"'{name}' needs a time zone (e.g. Z)")
     query = AlertQuery(site_id=site, jurisdiction=jurisdiction, state=state, severity=severity,
                        rule_id=rule, since=since, until=until, limit=limit, offset=offset)
-    return [AlertPublic.of(a) for a in await alerts.list_alerts(query)]
+    visible = scope.site_ids()
+    if visible is None or site is not None:  # admin, or one site access control checked
+        return [AlertPublic.of(a) for a in await alerts.list_alerts(query)]
+    # Per visible site, then merged: the page is taken from the caller's alerts only.
+    found: list[Alert] = []
+    for site_id in sorted(visible):
+        found += await alerts.list_alerts(replace(query, site_id=site_id, offset=0,
+                                                  limit=offset + limit))
+    found.sort(key=lambda a: a.opened_at, reverse=True)
+    return [AlertPublic.of(a) for a in found[offset:offset + limit]]
 
 
 @router.get("/alerts/{alert_id}", response_model=AlertDetail)
@@ -210,10 +230,14 @@ async def get_alert(alert_id: str, alerts: AlertsDep) -> AlertDetail:
 
 
 @router.post("/alerts/{alert_id}/ack", response_model=AlertPublic)
-async def acknowledge(alert_id: str, body: AckCreate, alerts: AlertsDep) -> AlertPublic:
+async def acknowledge(
+    alert_id: str, body: AckCreate, alerts: AlertsDep, principal: PrincipalDep
+) -> AlertPublic:
     """open -> acknowledged (stops the reminders); 409 unless open."""
     try:
-        return AlertPublic.of(await alerts.acknowledge(alert_id, by=body.by, note=body.note))
+        return AlertPublic.of(
+            await alerts.acknowledge(alert_id, by=_actor(principal, body.by), note=body.note)
+        )
     except NotFound as exc:
         raise _not_found(exc) from exc
     except InvalidTransition as exc:
@@ -221,7 +245,9 @@ async def acknowledge(alert_id: str, body: AckCreate, alerts: AlertsDep) -> Aler
 
 
 @router.post("/alerts/{alert_id}/assign", response_model=AlertPublic)
-async def assign(alert_id: str, body: AssignCreate, alerts: AlertsDep) -> AlertPublic:
+async def assign(
+    alert_id: str, body: AssignCreate, alerts: AlertsDep, _staff: StaffDep
+) -> AlertPublic:
     """Set who handles the alert."""
     try:
         return AlertPublic.of(await alerts.assign(alert_id, assignee=body.assignee))
@@ -230,10 +256,14 @@ async def assign(alert_id: str, body: AssignCreate, alerts: AlertsDep) -> AlertP
 
 
 @router.post("/alerts/{alert_id}/resolve", response_model=AlertPublic)
-async def resolve(alert_id: str, body: ResolveCreate, alerts: AlertsDep) -> AlertPublic:
+async def resolve(
+    alert_id: str, body: ResolveCreate, alerts: AlertsDep, staff: StaffDep
+) -> AlertPublic:
     """Resolve by hand with a note; 409 if already resolved."""
     try:
-        return AlertPublic.of(await alerts.resolve(alert_id, by=body.by, note=body.note))
+        return AlertPublic.of(
+            await alerts.resolve(alert_id, by=_actor(staff, body.by), note=body.note)
+        )
     except NotFound as exc:
         raise _not_found(exc) from exc
     except InvalidTransition as exc:
