@@ -60,21 +60,44 @@ def fleet(nodes: int, prefix: str = "bench") -> list[Node]:
     return [Node(f"{prefix}-{i:04d}") for i in range(nodes)]
 
 
+def write_registry(nodes: Sequence[Node], path: Path) -> Path:
+    """A site registry holding the fleet's sites (copies of the demo's first site),
+    so the rules engine runs its detectors on the benchmark's readings."""
+    demo = (REPO / "deploy" / "sites.example.toml").read_text()
+    first = demo.index("[[site]]")
+    template = demo[first : demo.index("[[site]]", first + 1)]
+    template_id = template.split('id = "', 1)[1].split('"', 1)[0]
+    blocks = []
+    for node in nodes:
+        block = template.replace(f'id = "{template_id}"', f'id = "{node.site_id}"', 1)
+        blocks.append(block.replace(f"owner-{template_id}@", f"owner-{node.site_id}@"))
+    path.write_text("".join(blocks))
+    return path
+
+
 def iso(ts: datetime) -> str:
     """RFC 3339 UTC with microseconds, as a node sends it."""
     return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def line(node: Node, seq: int, ts: str, boot: str = "bench1") -> str:
-    """One telemetry payload line."""
+#: In paced runs each node's level crosses the high-water alarm (55 cm in the
+#: registry) for these sequence numbers of every 1,000: a finding opens, then clears.
+HIGH_WATER_SEQS = range(300, 310)
+
+
+def line(node: Node, seq: int, ts: str, boot: str = "bench1", episodes: bool = False) -> str:
+    """One telemetry payload line; with ``episodes`` the level sometimes runs high."""
     pump = seq % 7 == 0
+    level = 20.0 + seq % 30
+    if episodes and seq % 1000 in HIGH_WATER_SEQS:
+        level, pump = 62.0, True
     return _LINE.format(
         site=node.site_id,
         node=node.node_id,
         ts=ts,
         seq=seq,
         boot=boot,
-        level=20.0 + seq % 30,
+        level=level,
         pump="true" if pump else "false",
         amps=4.2 if pump else 0.0,
     )
@@ -114,7 +137,9 @@ def pub_command(port: int, node: Node, *, qos: int = 1, host: str = "127.0.0.1")
     ]
 
 
-def start_publishers(port: int, nodes: Sequence[Node], files: Sequence[Path]) -> list[subprocess.Popen[bytes]]:
+def start_publishers(
+    port: int, nodes: Sequence[Node], files: Sequence[Path]
+) -> list[subprocess.Popen[bytes]]:
     """One ``mosquitto_pub -l`` per node reading its pre-generated file at full speed."""
     procs = []
     for node, path in zip(nodes, files, strict=True):
@@ -218,7 +243,7 @@ def feed(port: int, nodes: Sequence[Node], rate: float, seconds: float, boot: st
             for _ in range(due):
                 i = turn % len(nodes)
                 turn += 1
-                chunks[i].append(line(nodes[i], seq[i], stamp, boot))
+                chunks[i].append(line(nodes[i], seq[i], stamp, boot, episodes=True))
                 seq[i] += 1
             for pipe, chunk in zip(pipes, chunks, strict=True):
                 if chunk:

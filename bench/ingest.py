@@ -1,22 +1,27 @@
 """Ingest benchmark: simulated fleet -> real Mosquitto -> gateway -> SQLite.
 
 Prints, from ONE run on this machine (figures are only comparable inside a run;
-the machine is shared):
+the machine is shared), with ``mosquitto_sub`` (C, QoS 1) on the same stream as
+the yardstick:
 
-1. ``mosquitto_sub`` (C, QoS 1) consuming N messages that ``mosquitto_pub -l``
-   publishers blast at full speed: the raw rate this machine can move the stream.
-2. The gateway (``run_gateway``, the real composition root, in this process)
-   consuming the same N messages, QoS 1, committed to SQLite: its rate, as a ratio of
-   (1), its CPU (cores) and peak RSS.
-3. The gateway at a controlled rate (default 5,000 msg/s) fed by a separate paced
-   feeder process: p50/p99/max latency from publish to stored (commit) and, when a
-   rules engine is wired into the pipeline, from publish to finding.
+* live: N messages blasted by ``mosquitto_pub -l`` publishers (one per node) while
+  the consumer runs; the publishers and the broker compete with it for the cores.
+* drain: N messages queued in the consumer's persistent session while it is
+  offline, then drained; the consumer has the machine to itself. This is the
+  sustained rate of the consumer alone.
+* paced: the gateway at a controlled rate (default 5,000 msg/s) fed by a separate
+  feeder process; p50/p99/max from publish to stored (commit) and, when a rules
+  engine is wired into the pipeline, from publish to finding.
+
+The gateway is ``run_gateway`` (the real composition root) in this process; its
+rate is measured from the first publish (live) or from start-up (drain) until the
+last message is committed to SQLite, so it includes everything.
 
 Usage::
 
-    python bench/ingest.py            # 100,000 messages, 15 s at 5,000 msg/s
-    python bench/ingest.py --quick    # 20,000 messages, 5 s at 5,000 msg/s
-    python bench/ingest.py --profile  # also print a pyinstrument profile of (2)
+    python bench/ingest.py            # 100,000 messages, 15 s paced
+    python bench/ingest.py --quick    # 20,000 messages, 5 s paced
+    python bench/ingest.py --profile  # also print a pyinstrument profile of the drain
 """
 
 from __future__ import annotations
@@ -35,145 +40,188 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 import _fleet
-from _fleet import REPO, fleet, percentile, print_facts, print_table
+import psutil
+from _fleet import Node, fleet, percentile, print_facts, print_table
 
 from gateway.broker import BrokerProcess, start_broker
-from gateway.domain import Reading
+from gateway.domain import FindingChange, FindingEvent, Reading
 from gateway.runtime import Runtime, run_gateway
 from gateway.settings import Settings
 
 TIMEOUT_S = 120.0
 OVERRIDES: dict[str, Any] = {}
+SITES: dict[str, Path] = {}  # "file": the generated registry of the fleet's sites
+SUB_TOPIC = "sumpwatch/v1/+/+/telemetry"
 
 
-def broker_cpu(broker: BrokerProcess) -> float:
-    """CPU seconds the broker process has used so far."""
-    t = psutil.Process(broker.process.pid).cpu_times()
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user + system) used so far by a process (default: this one)."""
+    t = psutil.Process(pid).cpu_times()
     return float(t.user + t.system)
 
 
 @dataclass
 class Probe:
-    """Records, for each committed reading, seconds from its device time (stamped at
-    publish by the feeder) to the end of its commit."""
+    """Seconds from each committed reading's device time (stamped at publish by the
+    feeder) to the end of its commit, and from the device time of the sample that
+    opened a finding to the finding reaching the sinks (alerts)."""
 
     latencies: list[float] = field(default_factory=list)
-    enabled: bool = False
+    finding_latencies: list[float] = field(default_factory=list)
 
     def install(self, runtime: Runtime) -> None:
+        """Wrap the runtime's store and add a finding sink that times events."""
+
+        async def on_events(events: list[FindingEvent]) -> None:
+            now = time.time()
+            self.finding_latencies.extend(
+                now - e.finding.opened_at.timestamp()
+                for e in events
+                if e.change is FindingChange.OPENED and e.finding.rule_id == "high_water"
+            )
+
+        runtime.pipeline.sinks.append(on_events)
         store = runtime.store
         inner = store.write
 
         async def write(readings: Sequence[Reading]) -> int:
             n = await inner(readings)
-            if self.enabled:
-                now = time.time()
-                self.latencies.extend(now - r.ts.timestamp() for r in readings)
+            now = time.time()
+            self.latencies.extend(now - r.ts.timestamp() for r in readings)
             return n
 
         store.write = write  # type: ignore[method-assign]
 
 
 def settings_for(broker: BrokerProcess, data_dir: Path, **overrides: Any) -> Settings:
-    """Gateway settings on the bench broker with defaults otherwise."""
-    return Settings(
-        _env_file=None,  # type: ignore[call-arg]
-        data_dir=data_dir,
-        mqtt_host=broker.host,
-        mqtt_port=broker.port,
-        mqtt_client_id=f"bench-gw-{uuid.uuid4().hex[:6]}",
+    """Gateway settings on the bench broker, defaults otherwise."""
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "mqtt_host": broker.host,
+        "mqtt_port": broker.port,
+        "mqtt_client_id": f"bench-gw-{uuid.uuid4().hex[:6]}",
+        "sites_file": SITES["file"],
+        **OVERRIDES,
         **overrides,
-    )
+    }
+    return Settings(_env_file=None, **values)
 
 
-def raw_sub_rate(broker: BrokerProcess, nodes: list[_fleet.Node], files: list[Path], n: int) -> float:
-    """mosquitto_sub's rate on the stream: first publish to last message received."""
+def _sub_cmd(broker: BrokerProcess, *extra: str) -> list[str]:
+    return [
+        _fleet.MOSQUITTO_SUB,
+        "-h",
+        broker.host,
+        "-p",
+        str(broker.port),
+        "-V",
+        "5",
+        "-q",
+        "1",
+        "-t",
+        SUB_TOPIC,
+        *extra,
+    ]
+
+
+def _publish_all(broker: BrokerProcess, nodes: list[Node], files: list[Path]) -> None:
+    _fleet.wait_all(_fleet.start_publishers(broker.port, nodes, files), TIMEOUT_S)
+
+
+def raw_live(broker: BrokerProcess, nodes: list[Node], files: list[Path], n: int) -> float:
+    """mosquitto_sub while the publishers blast: first publish to last received."""
     sub = subprocess.Popen(
-        [
-            _fleet.MOSQUITTO_SUB,
-            "-h",
-            broker.host,
-            "-p",
-            str(broker.port),
-            "-V",
-            "5",
-            "-q",
-            "1",
-            "-i",
-            "bench-raw-sub",
-            "-t",
-            "sumpwatch/v1/+/+/telemetry",
-            "-C",
-            str(n),
-        ],
-        stdout=subprocess.DEVNULL,
+        _sub_cmd(broker, "-i", "bench-raw-live", "-C", str(n)), stdout=subprocess.DEVNULL
     )
-    time.sleep(0.5)  # subscribed
+    time.sleep(0.5)  # connected and subscribed
     t0 = time.perf_counter()
     pubs = _fleet.start_publishers(broker.port, nodes, files)
-    try:
-        sub.wait(TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        sub.kill()
-        raise SystemExit("mosquitto_sub did not receive every message in time") from None
+    _fleet.wait_all([sub], TIMEOUT_S)
     elapsed = time.perf_counter() - t0
     _fleet.wait_all(pubs, 10)
     return n / elapsed
 
 
-async def _wait_stored(runtime: Runtime, n: int, timeout: float) -> float:
+def raw_drain(broker: BrokerProcess, nodes: list[Node], files: list[Path], n: int) -> float:
+    """mosquitto_sub draining a backlog queued in its persistent session."""
+    session = ["-i", "bench-raw-drain", "-c", "-x", "3600"]
+    subprocess.run(_sub_cmd(broker, *session, "-E"), check=True, timeout=30)
+    _publish_all(broker, nodes, files)
+    t0 = time.perf_counter()
+    sub = subprocess.Popen(_sub_cmd(broker, *session, "-C", str(n)), stdout=subprocess.DEVNULL)
+    _fleet.wait_all([sub], TIMEOUT_S)
+    return n / (time.perf_counter() - t0)
+
+
+async def _until_stored(runtime: Runtime, n: int, timeout: float) -> float:
     """Wait until ``n`` readings are committed; return when (perf_counter)."""
     deadline = time.perf_counter() + timeout
     m = runtime.metrics
     while m.stored + m.duplicates < n:
         if time.perf_counter() > deadline:
-            raise SystemExit(f"gateway stored {m.stored}/{n} within {timeout:.0f}s")
+            raise SystemExit(f"gateway committed {m.stored}/{n} within {timeout:.0f}s")
         await asyncio.sleep(0.005)
     return time.perf_counter()
 
 
-async def gateway_max_rate(
+async def _connected(runtime: Runtime) -> None:
+    while not runtime.source.connected:  # noqa: ASYNC110 - a flag, not an event
+        await asyncio.sleep(0.01)
+
+
+async def gateway_live(
+    broker: BrokerProcess, nodes: list[Node], files: list[Path], n: int, data_dir: Path
+) -> dict[str, float]:
+    """The gateway while the publishers blast."""
+    async with run_gateway(settings_for(broker, data_dir)) as runtime:
+        await _connected(runtime)
+        await asyncio.sleep(0.3)
+        cpu0 = cpu_seconds()
+        t0 = time.perf_counter()
+        pubs = await asyncio.to_thread(_fleet.start_publishers, broker.port, nodes, files)
+        t1 = await _until_stored(runtime, n, TIMEOUT_S)
+        cpu = cpu_seconds() - cpu0
+        await asyncio.to_thread(_fleet.wait_all, pubs, 10)
+    return {"rate": n / (t1 - t0), "cpu_cores": cpu / (t1 - t0)}
+
+
+async def gateway_drain(
     broker: BrokerProcess,
-    nodes: list[_fleet.Node],
+    nodes: list[Node],
     files: list[Path],
     n: int,
     data_dir: Path,
     profile: bool,
 ) -> dict[str, float]:
-    """The gateway consuming the same blasted stream; rate, CPU and the db row count."""
-    settings = settings_for(broker, data_dir, **OVERRIDES)
-    async with run_gateway(settings) as runtime:
-        while not runtime.source.connected:
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.3)
-        bcpu0 = broker_cpu(broker)
-        profiler = None
-        if profile:
-            from pyinstrument import Profiler
+    """The gateway starting up to a backlog of ``n`` messages in its session."""
+    settings = settings_for(broker, data_dir)
+    async with run_gateway(settings) as runtime:  # creates the persistent session
+        await _connected(runtime)
+    await asyncio.to_thread(_publish_all, broker, nodes, files)
+    profiler = None
+    if profile:
+        from pyinstrument import Profiler
 
-            profiler = Profiler(async_mode="disabled")
-            profiler.start()
-        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-        t0 = time.perf_counter()
-        pubs = await asyncio.to_thread(_fleet.start_publishers, broker.port, nodes, files)
-        t1 = await _wait_stored(runtime, n, TIMEOUT_S)
-        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-        bcpu = broker_cpu(broker) - bcpu0
+        profiler = Profiler(async_mode="disabled")
+        profiler.start()
+    cpu0 = cpu_seconds()
+    bcpu0 = cpu_seconds(broker.process.pid)
+    t0 = time.perf_counter()
+    async with run_gateway(settings) as runtime:
+        t1 = await _until_stored(runtime, n, TIMEOUT_S)
+        cpu = cpu_seconds() - cpu0
+        bcpu = cpu_seconds(broker.process.pid) - bcpu0
         if profiler is not None:
             profiler.stop()
-        await asyncio.to_thread(_fleet.wait_all, pubs, 10)
-        stored = await runtime.store.count()
+        rows = await runtime.store.count()
     if profiler is not None:
-        print(profiler.output_text(unicode=False, color=False, show_all=False))
-    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+        print(profiler.output_text(unicode=False, color=False))
     return {
         "rate": n / (t1 - t0),
         "cpu_cores": cpu / (t1 - t0),
         "broker_cores": bcpu / (t1 - t0),
-        "rows": stored,
+        "rows": rows,
     }
 
 
@@ -181,14 +229,11 @@ async def gateway_paced(
     broker: BrokerProcess, rate: float, seconds: float, nodes: int, data_dir: Path
 ) -> dict[str, float]:
     """The gateway at a controlled rate: publish-to-stored latency percentiles."""
-    settings = settings_for(broker, data_dir)
     probe = Probe()
-    async with run_gateway(settings) as runtime:
+    async with run_gateway(settings_for(broker, data_dir)) as runtime:
         probe.install(runtime)
-        while not runtime.source.connected:
-            await asyncio.sleep(0.02)
-        probe.enabled = True
-        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+        await _connected(runtime)
+        cpu0 = cpu_seconds()
         t0 = time.perf_counter()
         feeder = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -207,85 +252,115 @@ async def gateway_paced(
         )
         out, _ = await asyncio.wait_for(feeder.communicate(), seconds + 60)
         sent = int(json.loads(out)["sent"])
-        await _wait_stored(runtime, sent, 60)
+        await _until_stored(runtime, sent, 60)
         elapsed = time.perf_counter() - t0
-        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-        detectors = runtime.pipeline.detectors is not None
+        cpu = cpu_seconds() - cpu0
+        await asyncio.sleep(0.5)  # let the sinks take the last events
     lat = probe.latencies
-    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    flat = probe.finding_latencies
     return {
-        "sent": sent,
+        "findings": len(flat),
+        "f50_ms": percentile(flat, 50) * 1000,
+        "f99_ms": percentile(flat, 99) * 1000,
         "achieved": sent / seconds,
         "p50_ms": percentile(lat, 50) * 1000,
         "p99_ms": percentile(lat, 99) * 1000,
         "max_ms": max(lat) * 1000 if lat else float("nan"),
         "cpu_cores": cpu / elapsed,
-        "detectors": float(detectors),
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    """Run the phases and print the table."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="smaller run (about 30 s)")
-    parser.add_argument("--messages", type=int, help="messages for the max-rate phases")
-    parser.add_argument("--nodes", type=int, default=8, help="publisher processes (nodes)")
+    parser.add_argument("--messages", type=int, help="messages for the live and drain phases")
+    parser.add_argument("--nodes", type=int, default=8, help="publishers (nodes), live/drain")
+    parser.add_argument("--paced-nodes", type=int, default=40, help="publishers (nodes), paced")
     parser.add_argument("--rate", type=float, default=5000.0, help="paced phase, messages/s")
     parser.add_argument("--seconds", type=float, help="paced phase duration")
-    parser.add_argument("--profile", action="store_true", help="pyinstrument the gateway phase")
     parser.add_argument("--receive-max", type=int, help="gateway's MQTT Receive Maximum")
+    parser.add_argument("--batch-max", type=int, help="gateway's batch size")
+    parser.add_argument("--profile", action="store_true", help="pyinstrument the drain phase")
     args = parser.parse_args()
     if args.receive_max:
         OVERRIDES["mqtt_receive_maximum"] = args.receive_max
+    if args.batch_max:
+        OVERRIDES["batch_max"] = args.batch_max
     n = args.messages or (20_000 if args.quick else 100_000)
     seconds = args.seconds or (5.0 if args.quick else 15.0)
     per_node = n // args.nodes
     n = per_node * args.nodes
 
-    facts = _fleet.machine_facts()
-    print_facts(facts)
+    print_facts(_fleet.machine_facts())
     with tempfile.TemporaryDirectory(prefix="sumpwatch-bench-") as tmp:
         root = Path(tmp)
         nodes = fleet(args.nodes)
         files = _fleet.write_line_files(nodes, per_node, root / "lines")
+        registry = fleet(args.nodes) + fleet(args.paced_nodes, "paced")
+        SITES["file"] = _fleet.write_registry(registry, root / "sites.toml")
         broker = start_broker(root / "broker")
         try:
-            raw = raw_sub_rate(broker, nodes, files, n)
-            gw = asyncio.run(gateway_max_rate(broker, nodes, files, n, root / "gw1", args.profile))
-            paced = asyncio.run(gateway_paced(broker, args.rate, seconds, args.nodes, root / "gw2"))
+            raw_l = raw_live(broker, nodes, files, n)
+            gw_l = asyncio.run(gateway_live(broker, nodes, files, n, root / "gw-live"))
+            raw_d = raw_drain(broker, nodes, files, n)
+            gw_d = asyncio.run(
+                gateway_drain(broker, nodes, files, n, root / "gw-drain", args.profile)
+            )
+            paced = asyncio.run(
+                gateway_paced(broker, args.rate, seconds, args.paced_nodes, root / "p")
+            )
         finally:
             broker.stop()
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     cmd = "python bench/ingest.py" + (" --quick" if args.quick else "")
+    finding = (
+        f"{paced['f50_ms']:.0f} / {paced['f99_ms']:.0f} ms ({paced['findings']:.0f} findings)"
+        if paced["findings"]
+        else "no finding opened"
+    )
     print_table(
         f"Ingest, QoS 1, SQLite, one gateway process ({cmd})",
         ["measure", "value"],
         [
-            ["messages (max-rate phases)", f"{n:,} from {args.nodes} mosquitto_pub -l"],
-            ["mosquitto_sub rate", f"{raw:,.0f} msg/s"],
-            ["gateway rate (publish -> committed)", f"{gw['rate']:,.0f} msg/s"],
-            ["gateway / mosquitto_sub", f"{gw['rate'] / raw:.2f}"],
-            ["rows stored (expected)", f"{int(gw['rows']):,} ({n:,})"],
-            ["gateway CPU at max rate", f"{gw['cpu_cores']:.2f} cores"],
-            ["broker CPU at max rate", f"{gw['broker_cores']:.2f} cores"],
-            ["gateway peak RSS (whole run)", f"{peak_rss_mb:.0f} MB"],
-            [f"paced rate (target {args.rate:,.0f})", f"{paced['achieved']:,.0f} msg/s for {seconds:.0f} s"],
-            ["publish -> stored p50", f"{paced['p50_ms']:.1f} ms"],
-            ["publish -> stored p99", f"{paced['p99_ms']:.1f} ms"],
-            ["publish -> stored max", f"{paced['max_ms']:.1f} ms"],
-            ["gateway CPU at paced rate", f"{paced['cpu_cores']:.2f} cores"],
+            ["messages per phase", f"{n:,} from {args.nodes} mosquitto_pub -l (one per node)"],
             [
-                "publish -> finding",
-                "measured" if paced["detectors"] else "not measured: no rules engine wired in run_gateway",
+                "sites (in the registry, detectors on)",
+                f"{args.nodes} live/drain, {args.paced_nodes} paced",
             ],
+            ["live: mosquitto_sub", f"{raw_l:,.0f} msg/s"],
+            ["live: gateway, publish -> committed", f"{gw_l['rate']:,.0f} msg/s"],
+            ["live: gateway / mosquitto_sub", f"{gw_l['rate'] / raw_l:.2f}"],
+            ["live: gateway CPU", f"{gw_l['cpu_cores']:.2f} cores"],
+            ["drain: mosquitto_sub", f"{raw_d:,.0f} msg/s"],
+            ["drain: gateway, start -> all committed", f"{gw_d['rate']:,.0f} msg/s"],
+            ["drain: gateway / mosquitto_sub", f"{gw_d['rate'] / raw_d:.2f}"],
+            [
+                "drain: gateway CPU / broker CPU",
+                f"{gw_d['cpu_cores']:.2f} / {gw_d['broker_cores']:.2f} cores",
+            ],
+            ["drain: rows stored (expected)", f"{int(gw_d['rows']):,} ({n:,})"],
+            ["gateway peak RSS (whole run)", f"{peak_rss_mb:.0f} MB"],
+            [
+                f"paced: rate (target {args.rate:,.0f})",
+                f"{paced['achieved']:,.0f} msg/s for {seconds:.0f} s",
+            ],
+            [
+                "paced: publish -> stored p50 / p99 / max",
+                f"{paced['p50_ms']:.0f} / {paced['p99_ms']:.0f} / {paced['max_ms']:.0f} ms",
+            ],
+            ["paced: gateway CPU", f"{paced['cpu_cores']:.2f} cores"],
+            ["paced: publish -> high-water finding at the sinks p50 / p99", finding],
         ],
     )
-    ok_rate = gw["rate"] >= 20_000
+    ok_rate = gw_d["rate"] >= 20_000
     ok_p99 = paced["p99_ms"] < 250
     print(
-        f"\ntargets: >= 20,000 msg/s {'MET' if ok_rate else 'NOT MET'}; "
+        f"\ntargets: >= 20,000 msg/s sustained (drain) {'MET' if ok_rate else 'NOT MET'}; "
         f"p99 < 250 ms at {args.rate:,.0f} msg/s {'MET' if ok_p99 else 'NOT MET'}"
     )
-    _ = REPO
 
 
 if __name__ == "__main__":
