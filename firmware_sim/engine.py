@@ -96,8 +96,22 @@ def scenario_homes(scenario: ScenarioModel, count: int | None) -> list[HomeSpec]
         model = templates[i % len(templates)]
         cycle = i // len(templates)
         site_id = model.id if cycle == 0 else f"{model.id}-{cycle + 1}"
+        if cycle > 0:
+            model = _vary(model, random.Random(f"vary-{site_id}"))
         homes.append(HomeSpec(site_id, model, default_nodes(model)))
     return homes
+
+
+def _vary(model: HomeModel, rng: random.Random) -> HomeModel:
+    """A neighbour of a template: same installation, its own soil and drainage."""
+    inflow = model.inflow.model_copy(
+        update={
+            "baseflow_lpm": model.inflow.baseflow_lpm * rng.uniform(0.7, 1.3),
+            "catchment_m2": model.inflow.catchment_m2 * rng.uniform(0.8, 1.2),
+            "deep_lpm": model.inflow.deep_lpm * rng.uniform(0.7, 1.3),
+        }
+    )
+    return model.model_copy(update={"inflow": inflow})
 
 
 @dataclass(slots=True)

@@ -91,6 +91,7 @@ def _configure(client: mqtt.Client, opts: BrokerOptions, site_id: str, node_id: 
 
 def probe_protocol(opts: BrokerOptions, site_id: str, node_id: str) -> MQTTProtocolVersion:
     """The MQTT version the broker speaks: 5 if it accepts it, else 3.1.1 (e.g. amqtt)."""
+    refusals: list[str] = []
     for protocol in (mqtt.MQTTv5, mqtt.MQTTv311):
         accepted = threading.Event()
         answered = threading.Event()
@@ -110,7 +111,9 @@ def probe_protocol(opts: BrokerOptions, site_id: str, node_id: str) -> MQTTProto
             ok: threading.Event = accepted,
             done: threading.Event = answered,
         ) -> None:
-            if not rc.is_failure:
+            if rc.is_failure:
+                refusals.append(str(rc))
+            else:
                 ok.set()
             done.set()
 
@@ -132,7 +135,10 @@ def probe_protocol(opts: BrokerOptions, site_id: str, node_id: str) -> MQTTProto
         client.loop_stop()
         if ok:
             return protocol
-    raise BrokerError(f"MQTT broker {opts.host}:{opts.port} refused MQTT 5 and 3.1.1")
+        if refusals and "protocol" not in refusals[-1].lower():
+            break  # refused for another reason than the protocol version (e.g. login)
+    reason = refusals[-1] if refusals else "no answer to MQTT 5 or 3.1.1"
+    raise BrokerError(f"MQTT broker {opts.host}:{opts.port} refused us: {reason}")
 
 
 class NodeClient:

@@ -169,3 +169,63 @@ def test_a_broker_that_only_speaks_mqtt_3_1_1_still_gets_every_message(tmp_path:
         recorder.close()
     finally:
         broker.stop()
+
+
+def test_each_node_can_log_in_with_its_own_credentials(tmp_path: Path) -> None:
+    import subprocess
+
+    from gateway.broker import start_broker
+
+    logins = {f"summer-grade/{n}": (f"u-{n}", f"pw-{n}") for n in ("pit", "outlet", "air")}
+    passwords = tmp_path / "passwd"
+    passwords.touch()
+    for user, password in [*logins.values(), ("reader", "pw-reader")]:
+        subprocess.run(["mosquitto_passwd", "-b", str(passwords), user, password], check=True)
+    passwords.chmod(0o600)
+    broker = start_broker(tmp_path / "auth", password_file=passwords)
+    try:
+        received: list[str] = []
+        ready = threading.Event()
+        reader = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="sim-test-reader")
+        reader.username_pw_set("reader", "pw-reader")
+        reader.on_connect = lambda c, *_: c.subscribe("sumpwatch/v1/#", qos=1)
+        reader.on_subscribe = lambda *_: ready.set()
+        reader.on_message = lambda _c, _u, m: received.append(m.topic)
+        reader.connect(broker.host, broker.port)
+        reader.loop_start()
+        assert ready.wait(10)
+        sim = build_simulation("normal_summer", homes=1, duration=timedelta(minutes=3))
+        opts = BrokerOptions(broker.host, broker.port, credentials=dict(logins))
+        stats = publish_simulation(sim, opts, speed=0)
+        deadline = time.monotonic() + 20
+        while sum(t.endswith("/telemetry") for t in received) < stats.published:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        reader.loop_stop()
+        assert {t.split("/")[3] for t in received if t.endswith("/telemetry")} == {
+            "pit",
+            "outlet",
+            "air",
+        }
+    finally:
+        broker.stop()
+
+
+def test_wrong_credentials_are_reported_as_a_broker_error(tmp_path: Path) -> None:
+    import subprocess
+
+    from gateway.broker import start_broker
+    from gateway.errors import BrokerError
+
+    passwords = tmp_path / "passwd"
+    passwords.touch()
+    subprocess.run(["mosquitto_passwd", "-b", str(passwords), "node", "right"], check=True)
+    passwords.chmod(0o600)
+    broker = start_broker(tmp_path / "auth", password_file=passwords)
+    try:
+        sim = build_simulation("normal_summer", homes=1, duration=timedelta(minutes=1))
+        opts = BrokerOptions(broker.host, broker.port, username="node", password="wrong")
+        with pytest.raises(BrokerError, match=r"(?i)password|authori"):
+            publish_simulation(sim, opts, speed=0)
+    finally:
+        broker.stop()
