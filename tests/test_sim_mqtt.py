@@ -229,3 +229,93 @@ def test_wrong_credentials_are_reported_as_a_broker_error(tmp_path: Path) -> Non
             publish_simulation(sim, opts, speed=0)
     finally:
         broker.stop()
+
+
+def _make_certs(folder: Path) -> tuple[Path, Path, Path]:
+    """A throw-away CA and a server certificate for 127.0.0.1 (openssl CLI)."""
+    import subprocess
+
+    ca_key, ca_crt = folder / "ca.key", folder / "ca.crt"
+    key, csr, crt = folder / "server.key", folder / "server.csr", folder / "server.crt"
+    ext = folder / "san.ext"
+    ext.write_text("subjectAltName = IP:127.0.0.1\n")
+    run = lambda *args: subprocess.run(args, check=True, capture_output=True)  # noqa: E731
+    run(
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=sumpwatch-test-ca",
+        "-keyout",
+        str(ca_key),
+        "-out",
+        str(ca_crt),
+    )
+    run(
+        "openssl",
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        str(key),
+        "-out",
+        str(csr),
+    )
+    run(
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(ca_crt),
+        "-CAkey",
+        str(ca_key),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        str(ext),
+        "-out",
+        str(crt),
+    )
+    return ca_crt, crt, key
+
+
+def test_nodes_publish_over_tls_to_a_broker_with_its_own_ca(tmp_path: Path) -> None:
+    from gateway.broker import start_broker
+
+    ca, crt, key = _make_certs(tmp_path)
+    broker = start_broker(
+        tmp_path / "tls", extra_conf=f"cafile {ca}\ncertfile {crt}\nkeyfile {key}"
+    )
+    try:
+        received: list[str] = []
+        ready = threading.Event()
+        reader = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="sim-test-tls-reader")
+        reader.tls_set(ca_certs=str(ca))
+        reader.on_connect = lambda c, *_: c.subscribe("sumpwatch/v1/#", qos=1)
+        reader.on_subscribe = lambda *_: ready.set()
+        reader.on_message = lambda _c, _u, m: received.append(m.topic)
+        reader.connect(broker.host, broker.port)
+        reader.loop_start()
+        assert ready.wait(10)
+        sim = build_simulation("normal_summer", homes=1, duration=timedelta(minutes=3))
+        opts = BrokerOptions(broker.host, broker.port, tls=True, ca_file=ca)
+        stats = publish_simulation(sim, opts, speed=0)
+        deadline = time.monotonic() + 20
+        while sum(t.endswith("/telemetry") for t in received) < stats.published:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        reader.loop_stop()
+        assert stats.published > 30
+    finally:
+        broker.stop()
