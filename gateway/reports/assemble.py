@@ -23,7 +23,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
 from alerts.models import Alert
@@ -77,7 +77,7 @@ class _Hour:
     """One hour of one site, from its nodes' rollups."""
 
     start: datetime
-    reported: frozenset[str]
+    reported: set[str] = field(default_factory=set)  # nodes with samples in the hour
     cycles: int = 0
     on_s: float = 0.0
     backup_cycles: int = 0
@@ -95,36 +95,35 @@ def _hours(
 ) -> list[_Hour]:
     """Every hour of [start, end) with what the site's registered nodes said in it."""
     band_l = (site.pit.pump_on_cm - site.pit.pump_off_cm) * site.pit.area_cm2 / 1000.0
-    by_hour: dict[datetime, list[Rollup]] = defaultdict(list)
-    node_ids = {n.id for n in site.nodes}
+    n = int((end - start) / HOUR)
+    hours = [_Hour(start + i * HOUR) for i in range(n)]
+    base = start.timestamp()
+    node_ids = {node.id for node in site.nodes}
     for r in rollups:
-        if r.node_id in node_ids:
-            by_hour[r.start].append(r)
-    hours: list[_Hour] = []
-    t = start
-    while t < end:
-        parts = by_hour.get(t, ())
-        h = _Hour(t, frozenset(r.node_id for r in parts if r.samples > 0))
-        for r in parts:
-            if r.kind is NodeKind.PIT:
-                h.cycles += r.pump_cycles
-                h.on_s += r.pump_on_s
-                h.backup_cycles += r.backup_pump_cycles
-                h.pit_seen = h.pit_seen or r.samples > 0
-            elif r.kind is NodeKind.DISCHARGE:
-                h.outlet_l += r.pumped_volume_l
-                h.outlet_seen = h.outlet_seen or r.samples > 0
-                pipe = r.stats.get("pipe_temp_c")
-                if pipe is not None:
-                    h.pipe_min = pipe.min if h.pipe_min is None else min(h.pipe_min, pipe.min)
-            elif r.kind is NodeKind.AIR:
-                air = r.stats.get("air_temp_c")
-                if air is not None:
-                    h.air_min = air.min if h.air_min is None else min(h.air_min, air.min)
-                    h.air_max = air.max if h.air_max is None else max(h.air_max, air.max)
-        h.pit_l = h.cycles * band_l
-        hours.append(h)
-        t += HOUR
+        i = int((r.start.timestamp() - base) // 3600)
+        if not 0 <= i < n or r.node_id not in node_ids:
+            continue
+        h = hours[i]
+        seen = r.samples > 0
+        if seen:
+            h.reported.add(r.node_id)
+        if r.kind is NodeKind.PIT:
+            h.cycles += r.pump_cycles
+            h.on_s += r.pump_on_s
+            h.backup_cycles += r.backup_pump_cycles
+            h.pit_l = h.cycles * band_l
+            h.pit_seen = h.pit_seen or seen
+        elif r.kind is NodeKind.DISCHARGE:
+            h.outlet_l += r.pumped_volume_l
+            h.outlet_seen = h.outlet_seen or seen
+            pipe = r.stats.get("pipe_temp_c")
+            if pipe is not None:
+                h.pipe_min = pipe.min if h.pipe_min is None else min(h.pipe_min, pipe.min)
+        elif r.kind is NodeKind.AIR:
+            air = r.stats.get("air_temp_c")
+            if air is not None:
+                h.air_min = air.min if h.air_min is None else min(h.air_min, air.min)
+                h.air_max = air.max if h.air_max is None else max(h.air_max, air.max)
     return hours
 
 
@@ -197,14 +196,20 @@ def _sanitary_hours(
     out = [0.0] * len(hours)
     if site.installation.destination is DischargeDestination.SANITARY:
         return out  # registered to the sanitary sewer: the outlet's volume already goes there
+    # Prefix sums: the three-hour window of each hour in O(1).
+    pit_sum, out_sum = [0.0], [0.0]
+    for h in hours:
+        pit_sum.append(pit_sum[-1] + h.pit_l)
+        out_sum.append(out_sum[-1] + h.outlet_l)
+    n = len(hours)
     for i, h in enumerate(hours):
         if not (h.pit_seen and h.outlet_seen) or h.pit_l < MIN_CYCLE_VOLUME_L:
             continue
-        if _covers(blocked, h.start, h.start + HOUR):
+        if blocked and _covers(blocked, h.start, h.start + HOUR):
             continue  # a frozen line holds the water back; it is not diverted
-        window = hours[max(0, i - 1) : i + 2]
-        pit = sum(w.pit_l for w in window)
-        outlet = sum(w.outlet_l for w in window)
+        lo, hi = max(0, i - 1), min(n, i + 2)
+        pit = pit_sum[hi] - pit_sum[lo]
+        outlet = out_sum[hi] - out_sum[lo]
         if outlet < ACCOUNTED_RATIO * pit:
             out[i] = max(0.0, h.pit_l - h.outlet_l)
     return out
