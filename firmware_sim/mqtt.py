@@ -13,6 +13,7 @@ a few processes at a target aggregate rate, reporting the rate achieved.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import random
 import ssl
@@ -225,6 +226,14 @@ class NodeClient:
         self.client.loop_stop()
 
 
+def _acked(info: mqtt.MQTTMessageInfo) -> bool:
+    """True once the broker acknowledged the message (False while unknown or failed)."""
+    try:
+        return info.is_published()
+    except (RuntimeError, ValueError):
+        return False
+
+
 @dataclass(frozen=True)
 class PublishStats:
     """What a live run did."""
@@ -290,14 +299,21 @@ def publish_simulation(
                 elif msg.t_s > 0:
                     client.come_back()
                 continue
+            # During a broker outage the node buffers: wait for paho's reconnection
+            # (backoff 1-60 s) rather than hand it a message it cannot send.
+            while not client.connected.wait(0.5):
+                if stop is not None and stop.is_set():
+                    break
             pending.append((client, client.publish(msg.topic, msg.payload)))
             published += 1
             if len(pending) >= 5000:
-                pending = [(c, p) for c, p in pending if not p.is_published()]
+                pending = [(c, p) for c, p in pending if not _acked(p)]
         for sender, info in pending:
             # A node that went silent lost what it had in flight, like a real one.
-            if not sender.silent and not info.is_published():
-                info.wait_for_publish(timeout=10)
+            if not sender.silent and not _acked(info):
+                # RuntimeError: the connection dropped under it; paho resends on reconnect.
+                with contextlib.suppress(RuntimeError, ValueError):
+                    info.wait_for_publish(timeout=10)
     finally:
         for c in clients.values():
             c.stop()

@@ -319,3 +319,30 @@ def test_nodes_publish_over_tls_to_a_broker_with_its_own_ca(tmp_path: Path) -> N
         assert stats.published > 30
     finally:
         broker.stop()
+
+
+def test_nodes_reconnect_after_a_broker_restart_and_announce_themselves_again(
+    mosquitto: BrokerProcess,
+) -> None:
+    recorder = Recorder(mosquitto)
+    sim = build_simulation("normal_summer", homes=1, duration=timedelta(hours=1))
+    done = threading.Event()
+
+    def run() -> None:
+        publish_simulation(sim, _opts(mosquitto), speed=500)  # ~7 s of wall time
+        done.set()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    time.sleep(2.0)
+    mosquitto.restart()
+    worker.join(60)
+    assert done.is_set()
+    pit = "sumpwatch/v1/summer-grade/pit/"
+    recorder.wait_for(lambda ms: sum(1 for t, p, _ in ms if t == pit + "status") >= 3)
+    recorder.close()
+    statuses = [p for t, p, _ in recorder.messages if t == pit + "status"]
+    # online at start, online again after the restart, offline at the clean stop
+    assert statuses.count(b"online") >= 2
+    last = [p for t, p, _ in recorder.messages if t == pit + "telemetry"][-1]
+    assert b'"ts":"2026-07-10T05:59:' in last or b'"ts":"2026-07-10T06:00:' in last
