@@ -107,7 +107,8 @@ def simulate(
     try:
         if list_:
             for name in list_scenarios():
-                typer.echo(f"{name}: {load_scenario(name).description.splitlines()[0]}")
+                text = " ".join(load_scenario(name).description.split())
+                typer.echo(f"{name}: {text.split('. ')[0].rstrip('.')}")
             return
         from firmware_sim.mqtt import BrokerOptions, load_credentials
 

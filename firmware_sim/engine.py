@@ -30,6 +30,7 @@ from gateway.contract import (
 KEEPALIVE_S = 60.0
 WILL_DELAY_S = 1.5 * KEEPALIVE_S
 LABELS_VERSION = 1
+WEATHER_STEP_S = 60.0
 
 # Sensor noise (1 sigma) and resolution; sources in docs/simulator.md.
 LEVEL_SIGMA_CM = 0.3
@@ -258,11 +259,15 @@ class Simulation:
 
     def _steps(self, *, emit: bool) -> Iterator[list[Message]]:
         t = 0.0
+        weather_at = 0.0
         duration = self.duration_s
         while duration is None or t < duration - 1e-9:
             dt = self.step_s if duration is None else min(self.step_s, duration - t)
             end = t + dt
-            self.weather.advance(self.start + timedelta(seconds=end), dt)
+            # The shared weather changes slowly: refresh it once a simulated minute.
+            if end - weather_at >= WEATHER_STEP_S - 1e-9 or t == 0.0:
+                self.weather.advance(self.start + timedelta(seconds=end), end - weather_at)
+                weather_at = end
             batch: list[Message] = []
             for home in self.homes:
                 home.sim.advance(t, dt, self.weather)
