@@ -28,6 +28,11 @@ PRESSURE_BLOCKED_KPA = 15.0
 #: (pit volume / run time), never taken below MIN_PUMP_FLOW_LPM.
 MIN_LINE_FILL = timedelta(seconds=2)
 MIN_PUMP_FLOW_LPM = 30.0
+#: No residential sump pump drains a pit faster than this (a 1/2 hp pump at low head):
+#: used to bound when a run started and stopped from the levels at its samples.
+MAX_PUMP_LPM = 300.0
+#: Safety margin inside that bounded run, s (level noise, clock jitter).
+SURE_MARGIN_S = 2.0
 
 # --- pump cycles ----------------------------------------------------------------
 #: A cycle that moved less than this (≈ 4 cm in an 18 in basin) is not evidence of
@@ -47,6 +52,8 @@ SANITARY_CYCLES_TO_CLEAR = 2
 #: SANITARY_EVIDENCE_TO_OPEN a healthy line would have had < 1e-4 chance of looking
 #: this dry. A cycle judged on sure samples counts 1.
 P_CATCH_MAX = 0.9
+#: A dry sample at least this likely to fall inside the run counts as a sure one.
+P_CATCH_SURE = 0.8
 SANITARY_EVIDENCE_TO_OPEN = 4.0
 #: A level drop this large between two samples without a pump-on sample is a
 #: pump cycle shorter than the sample interval.

@@ -94,6 +94,9 @@ class PumpCycle:
     start_level_cm: float
     low_level_cm: float
     seen: bool
+    #: Levels at the first and last sample with the pump on (seen cycles).
+    first_on_level_cm: float | None = None
+    last_on_level_cm: float | None = None
 
     @property
     def drop_cm(self) -> float:
@@ -167,6 +170,8 @@ class CycleTracker:
                 start_level_cm=max(before.level_cm, run[0].level_cm),
                 low_level_cm=min(min(r.level_cm for r in run), s.level_cm),
                 seen=True,
+                first_on_level_cm=run[0].level_cm,
+                last_on_level_cm=run[-1].level_cm,
             )
         if prev.level_cm - s.level_cm >= UNSEEN_CYCLE_DROP_CM:
             # The pump ran between two samples: a cycle shorter than the interval.
@@ -210,6 +215,10 @@ class OutletHistory:
         self.interval_s = interval_s
         self.last: OutletSample | None = None
         self._flows: deque[float] = deque(maxlen=50)
+
+    def peak_flow_lpm(self) -> float | None:
+        """Highest recent outlet flow while pumping, None before any is seen."""
+        return max(self._flows) if self._flows else None
 
     def typical_flow_lpm(self) -> float | None:
         """Median outlet flow while pumping (learned), None before any is seen."""

@@ -22,14 +22,17 @@ from gateway.rules.thresholds import (
     ACCOUNTED_RATIO,
     FLOW_ABSENT_LPM,
     FLOW_PRESENT_LPM,
+    MAX_PUMP_LPM,
     MIN_CYCLE_VOLUME_L,
     MIN_LINE_FILL,
     MIN_PUMP_FLOW_LPM,
     P_CATCH_MAX,
+    P_CATCH_SURE,
     PRESSURE_BLOCKED_KPA,
     SANITARY_CYCLES_TO_CLEAR,
     SANITARY_CYCLES_TO_OPEN,
     SANITARY_EVIDENCE_TO_OPEN,
+    SURE_MARGIN_S,
     UNACCOUNTED_RATIO,
 )
 
@@ -77,8 +80,13 @@ def judge_cycle(cycle: PumpCycle, state: SiteState) -> CycleJudgement:
     # taken before that shows no flow even on a healthy line.
     pump_lpm = max(pit_l / max(duration_s, 1.0) * 60.0, MIN_PUMP_FLOW_LPM)
     fill = timedelta(minutes=state.ctx.line_volume_l / pump_lpm)
-    settled = cycle.first_on_ts + max(MIN_LINE_FILL, fill)
-    certain = state.outlet.between(settled, cycle.last_on_ts) if cycle.seen else []
+    start, stop = _sure_run(cycle, state)
+    margin = timedelta(seconds=SURE_MARGIN_S)
+    certain = (
+        state.outlet.between(start + max(MIN_LINE_FILL, fill) + margin, stop - margin)
+        if cycle.seen
+        else []
+    )
 
     def result(kind: CycleClass, outlet_l: float | None, reason: str) -> CycleJudgement:
         return CycleJudgement(cycle, kind, pit_l, outlet_l, len(certain), reason)
@@ -95,9 +103,12 @@ def judge_cycle(cycle: PumpCycle, state: SiteState) -> CycleJudgement:
         # should have caught it flowing? Pooled over cycles by the detector.
         learned = state.outlet.typical_flow_lpm()
         run = timedelta(seconds=pit_l / learned * 60.0 if learned else duration_s)
-        evidence = sum(
-            -math.log10(1.0 - min(_p_catch(cycle, run, fill, s.ts), P_CATCH_MAX)) for s in window
-        )
+        chances = [_p_catch(cycle, run, fill, s.ts) for s in window]
+        if max(chances) >= P_CATCH_SURE:
+            # Pump start/stop reported on change pin the run down: a dry sample
+            # inside it is as good as a sure one.
+            return result(CycleClass.UNACCOUNTED, 0.0, "dry outlet sample inside the run")
+        evidence = sum(-math.log10(1.0 - min(p, P_CATCH_MAX)) for p in chances)
         j = result(CycleClass.INCONCLUSIVE, None, "no outlet sample while the pump ran")
         return CycleJudgement(cycle, j.verdict, pit_l, None, 0, j.reason, evidence)
     mean_flow = sum(s.flow_lpm for s in certain) / len(certain)
@@ -110,6 +121,30 @@ def judge_cycle(cycle: PumpCycle, state: SiteState) -> CycleJudgement:
     if ratio >= ACCOUNTED_RATIO or flow_seen:
         return result(CycleClass.ACCOUNTED, outlet_l, "outlet accounts for the water")
     return result(CycleClass.INCONCLUSIVE, outlet_l, "partial outlet volume")
+
+
+def _sure_run(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime]:
+    """Latest start and earliest stop of the run that the pit's levels allow.
+
+    The pump starts at the on mark and stops at the off mark; no pump drains the
+    pit faster than ``MAX_PUMP_LPM`` (or 1.5 x the flow learned at the outlet), so
+    the level at the first on-sample bounds how long ago it started, and the level
+    at the last on-sample how long it still ran. Erring late on the start and early
+    on the stop keeps every outlet sample in between inside the real run.
+    """
+    pit = state.ctx.site.pit
+    peak = state.outlet.peak_flow_lpm()
+    # A pump discharging down a hose faces less head than up the line: up to ~1.5x.
+    max_lpm = min(MAX_PUMP_LPM, 1.5 * peak) if peak else MAX_PUMP_LPM
+    cm_per_s = max_lpm / 60.0 / (state.ctx.pit_area_cm2 / 1000.0)
+    start, stop = cycle.first_on_ts, cycle.last_on_ts
+    if cycle.first_on_level_cm is not None:
+        back = max(0.0, pit.pump_on_cm - cycle.first_on_level_cm) / cm_per_s
+        start = max(cycle.before_ts, start - timedelta(seconds=back))
+    if cycle.last_on_level_cm is not None:
+        ahead = max(0.0, cycle.last_on_level_cm - pit.pump_off_cm) / cm_per_s
+        stop = min(cycle.end_ts, stop + timedelta(seconds=ahead))
+    return start, stop
 
 
 def _p_catch(cycle: PumpCycle, run: timedelta, fill: timedelta, t: datetime) -> float:
