@@ -2,6 +2,10 @@
 over a live pipeline (real Mosquitto, simulated homes), demo accounts, and headless
 Chromium driven by Playwright.
 
+The tests that use them run in the session's event loop (``pytestmark =
+pytest.mark.asyncio(loop_scope="session")``) so one Chromium serves them all; each
+test still gets its own app, broker, database and browser context.
+
 Screenshots: run with ``SUMPWATCH_SCREENSHOTS=1`` and each browser test saves its
 pages to ``docs/screenshots/<name>.png`` for review.
 """
@@ -13,7 +17,6 @@ import contextlib
 import json
 import os
 import socket
-import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,7 +24,9 @@ from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 import uvicorn
+from argon2 import PasswordHasher
 from fastapi import FastAPI
 from pydantic import SecretStr
 
@@ -39,6 +44,7 @@ from gateway.runtime import Runtime
 from gateway.settings import REPO_DIR, Settings
 from tests.mqtt_helpers import pit_payload, publish, wait_until
 
+FAST_HASHER = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
 SCREENSHOT_DIR = REPO_DIR / "docs" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -176,6 +182,9 @@ async def _serve(settings: Settings, broker: BrokerProcess) -> AsyncIterator[Liv
 
     await wait_until(connected, timeout=10)
     await wire_rules_and_alerts(live.runtime)
+    # Argon2 at its production cost takes ~0.4 s per hash on a small machine; the
+    # tests' throw-away accounts use the same algorithm at its lowest cost.
+    live.accounts.hasher = FAST_HASHER
     await seed_users(live.accounts)
     try:
         yield live
@@ -184,14 +193,14 @@ async def _serve(settings: Settings, broker: BrokerProcess) -> AsyncIterator[Liv
         await asyncio.wait_for(task, timeout=15)
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def live_app(web_settings: Settings, mosquitto: BrokerProcess) -> AsyncIterator[LiveApp]:
     """The app with auth on, served by uvicorn over a live gateway, demo users seeded."""
     async for live in _serve(web_settings, mosquitto):
         yield live
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def open_app(gateway_settings: Settings, mosquitto: BrokerProcess) -> AsyncIterator[LiveApp]:
     """The app with auth off (the other features' tests run like this)."""
     async for live in _serve(gateway_settings, mosquitto):
@@ -299,26 +308,31 @@ async def publish_pit(
 # ---------------------------------------------------------------------- browser
 
 
-@pytest.fixture
-async def browser_context() -> AsyncIterator[Any]:
-    """A fresh headless Chromium (Debian's) profile, phone-to-desktop agnostic."""
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def chromium() -> AsyncIterator[Any]:
+    """Debian's headless Chromium, started once per test session (it takes ~1.5 s)."""
     from playwright.async_api import async_playwright
 
-    if not os.path.exists(CHROMIUM):  # noqa: ASYNC240 (a stat, once per test)
+    if not os.path.exists(CHROMIUM):  # noqa: ASYNC240 (one stat per session)
         pytest.fail(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    with tempfile.TemporaryDirectory(prefix="sw-chromium-") as profile:
-        async with async_playwright() as pw:
-            context = await pw.chromium.launch_persistent_context(
-                profile,
-                executable_path=CHROMIUM,
-                headless=True,
-                args=CHROMIUM_ARGS,
-                viewport={"width": 1280, "height": 900},
-            )
-            try:
-                yield context
-            finally:
-                await context.close()
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def browser_context(chromium: Any) -> AsyncIterator[Any]:
+    """A fresh browser profile (context: no cookies, no cache) for one test."""
+    context = await chromium.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        yield context
+    finally:
+        await context.close()
 
 
 async def browser_login(page: Any, live: LiveApp, username: str, next_path: str = "/") -> None:

@@ -20,7 +20,7 @@ from tests.browser_fixtures import (
 )
 from tests.mqtt_helpers import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 SAMPLE_PARAMS = {
     "site_id": "elm-16",

@@ -13,7 +13,11 @@ from playwright.async_api import expect
 
 from tests.browser_fixtures import LiveApp, browser_login, feed_homes, publish_pit, shot
 
-pytestmark = [pytest.mark.integration, pytest.mark.browser]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.browser,
+    pytest.mark.asyncio(loop_scope="session"),
+]
 
 TIMEOUT_MS = 15_000
 
@@ -43,9 +47,10 @@ async def test_the_homeowner_page_renders_charts_with_data_and_updates_live(
     assert await _points(page, "#chart-level") > before
     await shot(page, "homeowner-dashboard")
 
-    await page.click("button[data-range='7d']")
-    await page.wait_for_selector("body[data-charts-ready='7d']", timeout=TIMEOUT_MS)
-    assert await _points(page, "#chart-level") > 0
+    for range_ in ("7d", "season"):  # hourly rollups (and days), completed from raw
+        await page.click(f"button[data-range='{range_}']")
+        await page.wait_for_selector(f"body[data-charts-ready='{range_}']", timeout=TIMEOUT_MS)
+        assert await _points(page, "#chart-level") > 0
     await page.set_viewport_size({"width": 390, "height": 844})
     await shot(page, "homeowner-dashboard-phone")
 
@@ -158,3 +163,17 @@ async def test_the_login_page_says_what_went_wrong(
     await page.click("button[type=submit]")
     assert "Wrong username or password" in await page.inner_text("#login-error")
     await shot(page, "login-error")
+
+
+async def test_the_unit_switch_shows_metric_values(
+    live_app: LiveApp, browser_context: Any
+) -> None:
+    await publish_pit(live_app, "elm-16", [25.4])
+    page = await browser_context.new_page()
+    await browser_login(page, live_app, "elm16")
+    await expect(page.locator("[data-testid=level]")).to_have_text("10.0 in")
+    await page.click("text=Metric")
+    await expect(page.locator("[data-testid=level]")).to_have_text("25 cm")
+    assert "°C" in await page.inner_text("#line-h + p + dl")
+    await page.click("text=US")
+    await expect(page.locator("[data-testid=level]")).to_have_text("10.0 in")

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -64,23 +65,12 @@ MIN_PASSWORD_LENGTH = 10
 #: A session lives this long after its last renewal (sliding).
 SESSION_TTL_S = 12 * 3600.0
 
-_hasher = PasswordHasher()
-# Verified when a username is unknown, so a failed login takes as long either way.
-_DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
 
 
-def hash_password(password: str) -> str:
-    """An Argon2id hash of a password (refuses short ones)."""
+def check_password_policy(password: str) -> None:
+    """Refuse passwords too short to resist guessing (ConfigError)."""
     if len(password) < MIN_PASSWORD_LENGTH:
         raise ConfigError(f"passwords need at least {MIN_PASSWORD_LENGTH} characters")
-    return _hasher.hash(password)
-
-
-def _verify(stored_hash: str, password: str) -> bool:
-    try:
-        return _hasher.verify(stored_hash, password)
-    except (VerificationError, InvalidHashError):
-        return False
 
 
 def _epoch(value: float | None) -> datetime | None:
@@ -133,11 +123,38 @@ class AccountStore:
     """The accounts repository (tables ``users``, ``sessions``, ``api_tokens``)."""
 
     def __init__(
-        self, db: SqliteDatabase, secret_key: str, *, session_ttl_s: float = SESSION_TTL_S
+        self,
+        db: SqliteDatabase,
+        secret_key: str,
+        *,
+        session_ttl_s: float = SESSION_TTL_S,
+        hasher: PasswordHasher | None = None,
     ) -> None:
         self.db = db
         self._key = secret_key.encode()
         self.session_ttl_s = session_ttl_s
+        # argon2-cffi's defaults (Argon2id, RFC 9106 low-memory profile) unless given.
+        self.hasher = hasher or PasswordHasher()
+        # Verified when a username is unknown, so a failed login takes as long either way.
+        self._dummy_hash = self.hasher.hash(secrets.token_urlsafe(16))
+
+    async def hash_password(self, password: str) -> str:
+        """An Argon2id hash of a password (refuses short ones).
+
+        Hashing takes a deliberate ~0.1-0.5 s of CPU: it runs in a worker thread so
+        ingestion and live pages keep going meanwhile.
+        """
+        check_password_policy(password)
+        return await asyncio.to_thread(self.hasher.hash, password)
+
+    async def _verify(self, stored_hash: str, password: str) -> bool:
+        def run() -> bool:
+            try:
+                return self.hasher.verify(stored_hash, password)
+            except (VerificationError, InvalidHashError):
+                return False
+
+        return await asyncio.to_thread(run)
 
     async def open(self) -> None:
         """Create the tables if missing."""
@@ -161,7 +178,7 @@ class AccountStore:
         """Create an account; ConfigError if the name is taken or the scope is missing."""
         sites, juris = list(site_ids), list(jurisdictions)
         check_scope(role, sites, juris)
-        password_hash = hash_password(password)
+        password_hash = await self.hash_password(password)
 
         def run(conn: sqlite3.Connection) -> User:
             try:
@@ -204,7 +221,7 @@ class AccountStore:
 
     async def set_password(self, username: str, password: str) -> None:
         """Replace a password and end the user's sessions."""
-        password_hash = hash_password(password)
+        password_hash = await self.hash_password(password)
 
         def run(conn: sqlite3.Connection) -> None:
             cur = conn.execute(
@@ -228,13 +245,13 @@ class AccountStore:
 
         found = await self.db.read(load)
         if found is None:
-            _verify(_DUMMY_HASH, password)
+            await self._verify(self._dummy_hash, password)
             return None
         user, stored = found
-        if not _verify(stored, password) or user.disabled:
+        if not await self._verify(stored, password) or user.disabled:
             return None
-        if _hasher.check_needs_rehash(stored):
-            new_hash = _hasher.hash(password)
+        if self.hasher.check_needs_rehash(stored):
+            new_hash = await asyncio.to_thread(self.hasher.hash, password)
             await self.db.write(
                 lambda conn: conn.execute(
                     "UPDATE users SET password_hash = ? WHERE id = ?", (new_hash, user.id)
