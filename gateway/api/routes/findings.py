@@ -7,10 +7,11 @@ The finding repository, registry and packs come from ``request.app.state.runtime
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
 from gateway.api.deps import ScopeDep, register_resolver
@@ -155,50 +156,53 @@ RuleQ = Annotated[str | None, Query(description="Rule id, e.g. sanitary_discharg
 LimitQ = Annotated[int, Query(ge=1, le=5000)]
 
 
+@dataclass
+class FindingFilters:
+    """Query filters shared by the finding lists."""
+
+    rule: RuleQ = None
+    open_only: OpenQ = False
+    since: FromQ = None
+    until: ToQ = None
+    limit: LimitQ = 500
+
+    async def fetch(
+        self, request: Request, site_id: str | None, site_ids: frozenset[str] | None = None
+    ) -> list[FindingPublic]:
+        """Run the query; unknown site 404, unknown rule 422."""
+        _check_rule(self.rule)
+        if site_id is not None:
+            _site(request, site_id)
+        found = await _repo(request).list(
+            site_id=site_id,
+            rule_id=self.rule,
+            open_only=self.open_only,
+            since=self.since,
+            until=self.until,
+            limit=self.limit,
+            site_ids=site_ids,
+        )
+        return [FindingPublic.of(f) for f in found]
+
+
+FiltersDep = Annotated[FindingFilters, Depends()]
+
+
 @router.get("/findings", response_model=list[FindingPublic])
 async def list_findings(
     request: Request,
     scope: ScopeDep,
+    filters: FiltersDep,
     site: Annotated[str | None, Query(description="Site id")] = None,
-    rule: RuleQ = None,
-    open_only: OpenQ = False,
-    since: FromQ = None,
-    until: ToQ = None,
-    limit: LimitQ = 500,
 ) -> list[FindingPublic]:
     """Findings of every site the caller may see, newest first."""
-    _check_rule(rule)
-    if site is not None:
-        _site(request, site)
-    found = await _repo(request).list(
-        site_id=site,
-        rule_id=rule,
-        open_only=open_only,
-        since=since,
-        until=until,
-        limit=limit,
-        site_ids=scope.site_ids(),
-    )
-    return [FindingPublic.of(f) for f in found]
+    return await filters.fetch(request, site, scope.site_ids())
 
 
 @router.get("/sites/{site_id}/findings", response_model=list[FindingPublic])
-async def site_findings(
-    request: Request,
-    site_id: str,
-    rule: RuleQ = None,
-    open_only: OpenQ = False,
-    since: FromQ = None,
-    until: ToQ = None,
-    limit: LimitQ = 500,
-) -> list[FindingPublic]:
+async def site_findings(request: Request, site_id: str, filters: FiltersDep) -> list[FindingPublic]:
     """One site's findings, newest first."""
-    _check_rule(rule)
-    _site(request, site_id)
-    found = await _repo(request).list(
-        site_id=site_id, rule_id=rule, open_only=open_only, since=since, until=until, limit=limit
-    )
-    return [FindingPublic.of(f) for f in found]
+    return await filters.fetch(request, site_id)
 
 
 @router.get("/findings/{finding_id}", response_model=FindingPublic)
