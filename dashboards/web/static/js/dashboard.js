@@ -41,7 +41,7 @@
     const sets = chart.series.map((s, i) => ({
       label: s.label, key: s.key, data: s.points.map(([x, y]) => ({ x, y })),
       borderColor: COLORS[i % COLORS.length], backgroundColor: COLORS[i % COLORS.length],
-      borderWidth: 1.5, pointRadius: 0, tension: 0.1,
+      borderWidth: 1.5, pointRadius: s.points.length < 60 ? 2 : 0, tension: 0.1,
     }));
     (chart.marks || []).forEach((m) => sets.push({
       label: m.label, key: "mark", data: [{ x: view.start_ms, y: m.value }, { x: view.end_ms, y: m.value }],
