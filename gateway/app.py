@@ -10,7 +10,7 @@ from fastapi import Depends, FastAPI
 from gateway import __version__
 from gateway.accounts.access import access_control
 from gateway.accounts.setup import install_accounts, open_accounts
-from gateway.api.routes import alerts, deadletters, health, sites
+from gateway.api.routes import alerts, deadletters, findings, health, sites
 from gateway.runtime import run_gateway
 from gateway.settings import Settings
 from gateway.web.setup import install_web
@@ -36,7 +36,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         dependencies=[Depends(access_control)],
     )
     app.state.settings = settings
-    for module in (health, sites, deadletters, alerts):
+    for module in (health, sites, deadletters, findings, alerts):
         app.include_router(module.router)
     install_accounts(app)
     install_web(app)

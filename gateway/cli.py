@@ -16,6 +16,7 @@ from rich.console import Console
 
 from firmware_sim.cli import plot as plot_scenario
 from firmware_sim.cli import simulate
+from gateway.rules import cli as rules_cli
 from gateway.settings import REPO_DIR, Settings, load_settings
 
 app = typer.Typer(
@@ -165,6 +166,9 @@ def schema(
 # Commands that live with their feature's package.
 app.command("simulate")(simulate)
 app.command("plot-scenario")(plot_scenario)
+app.command("audit")(rules_cli.audit)
+app.command("replay")(rules_cli.replay)
+app.command("score")(rules_cli.score)
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from gateway.pipeline import Pipeline
 from gateway.registry import SiteRegistry, load_registry
 from gateway.rules.engine import RulesEngine
 from gateway.rules.pack import RulePack, load_packs
+from gateway.rules.repository import FindingRepository
 from gateway.settings import Settings
 from gateway.store.base import TimeSeriesStore
 from gateway.store.database import SqliteDatabase
@@ -48,6 +49,7 @@ class Runtime:
     source: MqttSource
     packs: dict[str, RulePack]
     engine: RulesEngine
+    findings: FindingRepository
     alerts: AlertManager
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     extras: dict[str, Any] = field(default_factory=dict)
@@ -123,14 +125,22 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         )
         await alerts.open()
         stack.push_async_callback(alerts.close)
+        findings = FindingRepository(db)
+        await findings.open()
         engine = RulesEngine(registry, packs, silence_factor=settings.silence_factor)
+        # Continue what was open before a restart instead of raising it again.
+        engine.restore(await findings.open_findings())
 
         async def copy_to_store(events: list[FindingEvent]) -> None:
             # InfluxDB keeps a finding series for Grafana; SQLite ignores this.
             await store.write_events(findings=events)
 
         pipeline = Pipeline(
-            validator, writer, metrics, detectors=engine, sinks=[alerts.on_events, copy_to_store]
+            validator,
+            writer,
+            metrics,
+            detectors=engine,
+            sinks=[findings.apply, alerts.on_events, copy_to_store],
         )
 
         def on_connection(up: bool) -> None:
@@ -139,7 +149,18 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         source = MqttSource(settings, pipeline.handle, on_connection=on_connection)
         source_ref.append(source)
         runtime = Runtime(
-            settings, registry, db, store, state, metrics, pipeline, source, packs, engine, alerts
+            settings,
+            registry,
+            db,
+            store,
+            state,
+            metrics,
+            pipeline,
+            source,
+            packs,
+            engine,
+            findings,
+            alerts,
         )
 
         async with asyncio.TaskGroup() as tg:
