@@ -8,7 +8,7 @@ RulesEngine and AlertManager on a temporary SQLite file, no mocks.
 
 Speed: physics at 10 s steps over five months would take minutes, so the
 season is shortened, not faked: the test loads the Edgar pack with its season
-cut to Dec 14-16 (everything else, penalties and citations included, is the
+cut to Dec 14-15 (everything else, penalties and citations included, is the
 real pack) and simulates that whole season.
 """
 
@@ -46,7 +46,7 @@ from gateway.validate import Validator
 
 SEASON = "2026-2027"
 START = datetime(2026, 12, 14, 6, 0, tzinfo=UTC)  # local midnight in America/Chicago
-HOURS = 72
+HOURS = 48
 NOW = START + timedelta(days=30)  # the report is made after the season
 ACK_AFTER = timedelta(minutes=40)
 
@@ -114,7 +114,7 @@ def _short_season_packs(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     text = (PACKS_DIR / "edgar.toml").read_text()
     text = text.replace('value = "11-15"', 'value = "12-14"').replace(
-        'value = "04-15"', 'value = "12-16"'
+        'value = "04-15"', 'value = "12-15"'
     )
     (folder / "edgar.toml").write_text(text)
     return folder
@@ -284,7 +284,7 @@ async def test_village_csv_totals_equal_the_store_and_order_the_hose_home_first(
     outlet = 0.0
     for site in ("good", "hose", "icy"):
         start = datetime(2026, 12, 14, 6, tzinfo=UTC)
-        for r in await sources.store.rollups(site, "1h", start, start + timedelta(days=3)):
+        for r in await sources.store.rollups(site, "1h", start, start + timedelta(hours=HOURS)):
             outlet += r.pumped_volume_l
     rows = list(csv.DictReader(io.StringIO(village_csv(report))))
     assert rows[-1]["site_id"] == "TOTAL"
