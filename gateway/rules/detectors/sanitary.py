@@ -78,8 +78,13 @@ def judge_cycle(cycle: PumpCycle, state: SiteState) -> CycleJudgement:
     window = state.outlet.between(cycle.before_ts, cycle.end_ts + OUTLET_LAG)
     # Water reaches the outlet only once the pump has refilled the line; a sample
     # taken before that shows no flow even on a healthy line.
-    pump_lpm = max(pit_l / max(duration_s, 1.0) * 60.0, MIN_PUMP_FLOW_LPM)
-    fill = timedelta(minutes=state.ctx.line_volume_l / pump_lpm)
+    # The slower of the cycle's own estimate and the flow learned at the outlet:
+    # a fill taken too short would call a healthy, still-filling line dry.
+    pump_lpm = pit_l / max(duration_s, 1.0) * 60.0
+    typical = state.outlet.typical_flow_lpm()
+    if typical is not None:
+        pump_lpm = min(pump_lpm, typical)
+    fill = timedelta(minutes=state.ctx.line_volume_l / max(pump_lpm, MIN_PUMP_FLOW_LPM))
     start, stop = _sure_run(cycle, state)
     margin = timedelta(seconds=SURE_MARGIN_S)
     certain = (
@@ -103,7 +108,7 @@ def judge_cycle(cycle: PumpCycle, state: SiteState) -> CycleJudgement:
         # should have caught it flowing? Pooled over cycles by the detector.
         learned = state.outlet.typical_flow_lpm()
         run = timedelta(seconds=pit_l / learned * 60.0 if learned else duration_s)
-        chances = [_p_catch(cycle, run, fill, s.ts) for s in window]
+        chances = [_p_catch(cycle, run, fill + margin, s.ts) for s in window]
         if max(chances) >= P_CATCH_SURE:
             # Pump start/stop reported on change pin the run down: a dry sample
             # inside it is as good as a sure one.
