@@ -9,10 +9,12 @@ updates, so there is one way each panel is drawn.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.routing import iter_route_contexts
 from sse_starlette import EventSourceResponse
 
 from alerts.models import Alert, InvalidTransition
@@ -21,7 +23,7 @@ from gateway.accounts.models import Principal
 from gateway.errors import NotFound
 from gateway.registry import SiteConfig
 from gateway.web import live
-from gateway.web.series import RANGES, ChartsView, Range, charts_view
+from gateway.web.series import RANGES, ChartsView, Range, charts_view, season_start
 from gateway.web.templating import render, templates
 from gateway.web.units import UNITS_COOKIE, units_of
 from gateway.web.views import ConsoleView, SiteOverview, console_view, site_overview
@@ -40,6 +42,19 @@ def _site(request: Request, site_id: str) -> SiteConfig:
     if site is None:
         raise HTTPException(404, detail=f"no site with id {site_id!r}")
     return site
+
+
+def _winter_season(request: Request, site: SiteConfig) -> str:
+    """The current season's label ("2026-2027") when the reports router is mounted."""
+    app = request.app
+    mounted = getattr(app.state, "reports_mounted", None)
+    if mounted is None:
+        mounted = any(ctx.path == "/reports/winter" for ctx in iter_route_contexts(app.routes))
+        app.state.reports_mounted = mounted
+    if not mounted:
+        return ""
+    start = season_start(site, datetime.now(UTC), _runtime(request))
+    return f"{start.year}-{start.year + 1}"
 
 
 def _jurisdiction_sites(request: Request, jurisdiction: str) -> list[SiteConfig]:
@@ -102,6 +117,7 @@ async def dashboard(request: Request, site_id: str, principal: PrincipalDep) -> 
         o=overview,
         ranges=RANGES,
         installation=site.installation.model_dump(mode="json"),
+        winter_season=_winter_season(request, site),
     )
 
 
@@ -120,6 +136,7 @@ async def console(request: Request, jurisdiction: str, principal: PrincipalDep) 
         "console.html",
         principal,
         c=view,
+        winter_season=_winter_season(request, sites[0]),
         # Escaped so no value can close the <script> element it is embedded in.
         map_json=json.dumps(map_points).replace("<", "\\u003c"),
     )

@@ -97,6 +97,7 @@ class ComplianceItemView(BaseModel):
     message: str
     action: str
     citations: list[CitationView]
+    evidence: list[tuple[str, str]] = []
 
 
 class NodeView(BaseModel):
@@ -396,6 +397,7 @@ async def site_overview(
             message=f.title,
             action=f.action,
             citations=[citation_view(c, pack) for c in f.citations],
+            evidence=[(k.replace("_", " "), _plain(v)) for k, v in f.evidence.items()],
         )
         for f in cited_findings
     ] + [
