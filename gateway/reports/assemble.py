@@ -242,7 +242,7 @@ def _days(
         # At risk: water flowed out while the air froze (it can ice where it lands) or
         # while the outlet pipe was at 0 °C (the line can freeze shut).
         risk = [
-            h.outlet_l > 0
+            h.outlet_l >= MIN_CYCLE_VOLUME_L  # a drip at the outlet is not a discharge
             and (
                 (cold and dest in _SURFACE) or (h.pipe_min is not None and h.pipe_min <= FREEZING_C)
             )
