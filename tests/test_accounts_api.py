@@ -185,7 +185,7 @@ async def test_state_changing_requests_need_the_session_csrf_token(live_app: Liv
         wrong = await client.post("/account/tokens", data={"name": "x", "csrf_token": "nope"})
         assert wrong.status_code == 403
         ok = await client.post("/account/tokens", data={"name": "x", "csrf_token": csrf_of(html)})
-        assert ok.status_code == 201
+        assert ok.status_code == 303
 
 
 async def test_logout_ends_the_session(live_app: LiveApp) -> None:

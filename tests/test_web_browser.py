@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 from playwright.async_api import expect
 
@@ -177,3 +178,35 @@ async def test_the_unit_switch_shows_metric_values(
     assert "°C" in await page.inner_text("#line-h + p + dl")
     await page.click("text=US")
     await expect(page.locator("[data-testid=level]")).to_have_text("10.0 in")
+
+
+async def test_an_api_token_made_on_the_account_page_works_for_integrations(
+    live_app: LiveApp, browser_context: Any
+) -> None:
+    page = await browser_context.new_page()
+    await browser_login(page, live_app, "edgar-pw", "/account")
+    await page.fill("input[name=name]", "village GIS")
+    await page.click("form.row button[type=submit]")
+    token = (await page.inner_text("#new-token")).strip()
+    assert token.startswith("swt_")
+    await shot(page, "account-api-token")
+    async with httpx.AsyncClient(
+        base_url=live_app.base_url, headers={"authorization": f"Bearer {token}"}
+    ) as client:
+        sites = {s["id"] for s in (await client.get("/sites")).json()}
+    assert sites == {s.id for s in live_app.runtime.registry.in_jurisdiction("edgar")}
+    await page.reload()
+    assert await page.locator("#new-token").count() == 0  # shown once, made once
+    assert await page.locator("table tbody tr").count() == 1
+    assert "village GIS" in await page.inner_text("table")
+
+
+async def test_an_administrator_is_offered_every_console_and_site(
+    live_app: LiveApp, browser_context: Any
+) -> None:
+    page = await browser_context.new_page()
+    await browser_login(page, live_app, "admin")
+    links = await page.locator("a[href^='/console/']").count()
+    assert links == len({s.jurisdiction for s in live_app.runtime.registry})
+    assert await page.locator("a[href^='/site/']").count() == len(live_app.runtime.registry)
+    await shot(page, "admin-home")

@@ -150,9 +150,7 @@ async def me(principal: PrincipalDep) -> MePublic:
     )
 
 
-async def _account_page(
-    request: Request, principal: Principal, new_token: str = "", status_code: int = 200
-) -> Response:
+async def _account_page(request: Request, principal: Principal, new_token: str = "") -> Response:
     tokens = []
     if principal.user_id is not None:
         user = await accounts_of(request).get_user(principal.username)
@@ -162,7 +160,6 @@ async def _account_page(
         request,
         "account.html",
         principal,
-        status_code=status_code,
         tokens=tokens,
         new_token=new_token,
     )
@@ -170,20 +167,33 @@ async def _account_page(
 
 @router.get("/account", include_in_schema=False)
 async def account(request: Request, principal: PrincipalDep) -> Response:
-    """The account page: role, scope and API tokens."""
-    return await _account_page(request, principal)
+    """The account page: role, scope and API tokens (a new token's secret, once)."""
+    new_token = _flashes(request).pop(principal.csrf_token or "", "")
+    return await _account_page(request, principal, new_token=new_token)
 
 
 @router.post("/account/tokens", include_in_schema=False)
 async def create_token(
     request: Request, principal: PrincipalDep, name: Annotated[str, Form(max_length=80)]
 ) -> Response:
-    """Create an API token; its secret is shown on this response only."""
+    """Create an API token, then show its secret once on the account page.
+
+    Post/redirect/get: the secret waits in memory for the session's next GET of
+    /account (never in a URL), so reloading the page does not make a second token.
+    """
     user = await accounts_of(request).get_user(principal.username)
     if user is None or principal.via == "open":
         raise HTTPException(400, detail="API tokens need sign-in to be enabled")
     secret, _ = await accounts_of(request).create_token(user, name.strip() or "integration")
-    return await _account_page(request, principal, new_token=secret, status_code=201)
+    _flashes(request)[principal.csrf_token or ""] = secret
+    return RedirectResponse("/account", status_code=303)
+
+
+def _flashes(request: Request) -> dict[str, str]:
+    flashes: dict[str, str] | None = getattr(request.app.state, "token_flashes", None)
+    if flashes is None:
+        flashes = request.app.state.token_flashes = {}
+    return flashes
 
 
 @router.post("/account/tokens/{token_id}/revoke", include_in_schema=False)

@@ -22,7 +22,7 @@ from gateway.accounts.access import PrincipalDep, ScopeDep
 from gateway.accounts.models import Principal
 from gateway.errors import NotFound
 from gateway.registry import SiteConfig
-from gateway.web import live
+from gateway.web import live, sources
 from gateway.web.series import RANGES, ChartsView, Range, charts_view, season_start
 from gateway.web.templating import render, templates
 from gateway.web.units import UNITS_COOKIE, units_of
@@ -77,7 +77,9 @@ async def home(request: Request, scope: ScopeDep) -> Response:
         return RedirectResponse(f"/site/{sites[0].id}", status_code=303)
     if principal.is_staff and not principal.is_admin and len(jurisdictions) == 1:
         return RedirectResponse(f"/console/{jurisdictions[0]}", status_code=303)
-    return render(request, "index.html", principal, sites=sites, jurisdictions=jurisdictions)
+    packs = sources.packs(_runtime(request))
+    named = [(j, packs[j].name.split(":")[0] if j in packs else j) for j in jurisdictions]
+    return render(request, "index.html", principal, sites=sites, jurisdictions=named)
 
 
 @router.get("/units")
