@@ -255,13 +255,14 @@ async def test_scheduled_reports_are_written_once_and_cut_at_the_month_boundary(
 ) -> None:
     out = tmp_path / "reports"
     now = _local(2026, 12, 1, 3)
-    written = await run_schedule_once(sources, out, now=now, formats=("csv",))
-    assert len(written) == 4
+    written = await run_schedule_once(sources, out, now=now, formats=("csv", "html"))
+    assert len(written) == 8  # village + each site, in both formats
     site_file = out / "winter-2026-2027/edgar/through-2026-12-01/winter-2026-2027-site-h1.csv"
     rows = list(csv.DictReader(site_file.open()))
     assert rows[-2]["date"] == "2026-11-30"  # data through the cut, not "now"
     assert float(rows[-1]["outlet_volume_l"]) == 48 * 5.0
-    assert await run_schedule_once(sources, out, now=now, formats=("csv",)) == []
+    assert await run_schedule_once(sources, out, now=now, formats=("csv", "html")) == []
+    assert (site_file.with_suffix(".html")).read_text().startswith("<!doctype html>")
 
 
 async def test_the_schedule_task_checks_again_after_each_interval(

@@ -20,6 +20,7 @@ Where the water went, hour by hour (see ``docs/reports.md``):
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -434,23 +435,51 @@ def _recommendation(
     return Recommendation.NONE, ""
 
 
-async def assemble_site_report(
-    sources: ReportSources,
-    site_id: str,
-    season: str,
-    *,
-    now: datetime | None = None,
-) -> SiteReport:
-    """The winter report of one property for the season ``"2026-2027"``.
+@dataclass(frozen=True, slots=True)
+class SiteInputs:
+    """Everything one property report is computed from, as read from the sources."""
 
-    ``now`` (default: the current time) cuts a season still in progress: data up
-    to the last full hour is used and the report says so.
-    """
+    site: SiteConfig
+    pack: RulePack | None
+    period: SeasonPeriod
+    through: datetime
+    now: datetime
+    rollups: Sequence[Rollup]
+    findings: Sequence[Finding]
+    alerts: Sequence[Alert]
+    findings_available: bool
+    alerts_available: bool
+
+
+async def read_site_inputs(
+    sources: ReportSources, site_id: str, season: str, *, now: datetime | None = None
+) -> SiteInputs:
+    """Read one property's season from the sources (the only I/O of a report)."""
     now = now or datetime.now(UTC)
     site = sources.registry.require(site_id)
     pack = sources.packs.get(site.jurisdiction)
     period = season_period(season, pack, site.timezone)
     through = min(period.end, max(period.start, floor_hour(now)))
+    rollups = await sources.store.rollups(site.id, "1h", period.start, through)
+    findings = await sources.findings_of(site.id, period.start, through)
+    alerts = await sources.alerts_of(site.id, period.start, through)
+    return SiteInputs(
+        site=site,
+        pack=pack,
+        period=period,
+        through=through,
+        now=now,
+        rollups=rollups,
+        findings=[f for f in findings if _overlaps(f, period.start, through)],
+        alerts=alerts,
+        findings_available=sources.findings is not None,
+        alerts_available=sources.alerts is not None,
+    )
+
+
+def build_site_report(inputs: SiteInputs) -> SiteReport:
+    """The property report from its inputs: pure arithmetic, no I/O."""
+    site, pack, period, through = inputs.site, inputs.pack, inputs.period, inputs.through
     notes: list[str] = []
     if period.is_default:
         notes.append(
@@ -459,14 +488,13 @@ async def assemble_site_report(
         )
     if through < period.end:
         notes.append(f"Season in progress: data up to {through:%Y-%m-%d %H:%M} UTC.")
+    if pack is None:
+        notes.append(f"No rule pack for jurisdiction {site.jurisdiction!r}: nothing is cited.")
+    if not inputs.findings_available:
+        notes.append("Findings were not available to this report (no findings repository).")
 
-    rollups = await sources.store.rollups(site.id, "1h", period.start, through)
-    hours = _hours(site, rollups, period.start, through)
-    raw_findings = [
-        f
-        for f in await sources.findings_of(site.id, period.start, through)
-        if _overlaps(f, period.start, through)
-    ]
+    hours = _hours(site, inputs.rollups, period.start, through)
+    raw_findings = inputs.findings
     violation_days = _days_overlapped(
         _intervals([f for f in raw_findings if _is_violation(f)], through), period, through
     )
@@ -480,14 +508,9 @@ async def assemble_site_report(
     coverage = _coverage(site, hours)
     findings = _finding_entries(raw_findings, period, through)
     audit = audit_site(site, pack) if pack is not None else []
-    if pack is None:
-        notes.append(f"No rule pack for jurisdiction {site.jurisdiction!r}: nothing is cited.")
-    alerts, alert_summary = _alerts(await sources.alerts_of(site.id, period.start, through))
-    if sources.findings is None:
-        notes.append("Findings were not available to this report (no findings repository).")
+    alerts, alert_summary = _alerts(inputs.alerts)
     penalties = estimate_penalties(pack, violation_days, sum(1 for f in findings if f.is_violation))
-    findings_available = sources.findings is not None
-    compliance = _compliance(coverage, findings, audit, totals, pack, findings_available)
+    compliance = _compliance(coverage, findings, audit, totals, pack, inputs.findings_available)
     recommendation, _reason = _recommendation(findings, audit, totals)
     info = SiteInfo(
         site_id=site.id,
@@ -502,21 +525,38 @@ async def assemble_site_report(
         site=info,
         period=period,
         through=through,
-        generated_at=now,
+        generated_at=inputs.now,
         coverage=coverage,
         days=tuple(days),
         totals=totals,
         findings=tuple(findings),
-        findings_available=findings_available,
+        findings_available=inputs.findings_available,
         audit=tuple(audit),
         alerts=tuple(alerts),
         alert_summary=alert_summary,
-        alerts_available=sources.alerts is not None,
+        alerts_available=inputs.alerts_available,
         penalties=penalties,
         compliance=compliance,
         recommendation=recommendation,
         notes=tuple(notes),
     )
+
+
+async def assemble_site_report(
+    sources: ReportSources,
+    site_id: str,
+    season: str,
+    *,
+    now: datetime | None = None,
+) -> SiteReport:
+    """The winter report of one property for the season ``"2026-2027"``.
+
+    ``now`` (default: the current time) cuts a season still in progress: data up
+    to the last full hour is used and the report says so. The arithmetic runs on
+    a worker thread so a report never stalls the gateway's event loop.
+    """
+    inputs = await read_site_inputs(sources, site_id, season, now=now)
+    return await asyncio.to_thread(build_site_report, inputs)
 
 
 def status_row(report: SiteReport) -> SiteStatusRow:

@@ -29,7 +29,7 @@ from gateway.registry.models import SiteConfig
 from gateway.reports.season import SeasonPeriod, season_label, season_period
 from gateway.reports.service import (
     ReportFormat,
-    build_winter_report,
+    build_winter_reports,
     report_filename,
     write_atomically,
 )
@@ -120,26 +120,33 @@ async def run_schedule_once(
     now: datetime,
     formats: Sequence[ReportFormat] = DEFAULT_FORMATS,
 ) -> list[Path]:
-    """Write every due report that does not exist yet; return the files written."""
-    written: list[Path] = []
+    """Write every due report that does not exist yet; return the files written.
+
+    A report missing in several formats is assembled once and rendered in each.
+    """
+    missing: dict[tuple[str, datetime, str, str | None], list[DueReport]] = {}
     for item in due_reports(now, sources, out_dir, formats=formats):
-        if await asyncio.to_thread(item.path.exists):
-            continue
+        if not await asyncio.to_thread(item.path.exists):
+            key = (item.season, item.cut, item.jurisdiction, item.site)
+            missing.setdefault(key, []).append(item)
+    written: list[Path] = []
+    for (season, cut, jurisdiction, site), items in missing.items():
         try:
-            rendered = await build_winter_report(
+            rendered = await build_winter_reports(
                 sources,
-                item.season,
-                item.fmt,
-                site=item.site,
-                jurisdiction=None if item.site else item.jurisdiction,
-                now=item.cut,
+                season,
+                [item.fmt for item in items],
+                site=site,
+                jurisdiction=None if site else jurisdiction,
+                now=cut,
             )
         except SumpWatchError as exc:
             # One bad report (a site removed from the registry...) must not stop the rest.
-            log.warning("scheduled report %s failed: %s", item.path, exc)
+            log.warning("scheduled report %s failed: %s", items[0].path, exc)
             continue
-        await asyncio.to_thread(write_atomically, item.path, rendered.content)
-        written.append(item.path)
+        for item, report in zip(items, rendered, strict=True):
+            await asyncio.to_thread(write_atomically, item.path, report.content)
+            written.append(item.path)
     if written:
         log.info("wrote %d scheduled winter report file(s) to %s", len(written), out_dir)
     return written

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -57,26 +57,28 @@ def report_filename(
     return f"winter-{season}-{scope}.{fmt}"
 
 
-async def build_winter_report(
+async def build_winter_reports(
     sources: ReportSources,
     season: str,
-    fmt: ReportFormat,
+    fmts: Sequence[ReportFormat],
     *,
     site: str | None = None,
     jurisdiction: str | None = None,
     site_ids: Collection[str] | None = None,
     now: datetime | None = None,
-) -> RenderedReport:
-    """Assemble and render one report: a property (``site``) or a village (else).
+) -> list[RenderedReport]:
+    """Assemble one report once and render it in each of ``fmts``.
 
-    A village report covers ``jurisdiction``'s sites (or all registered sites),
-    kept to ``site_ids`` when given (a caller's access scope). Raises
-    :class:`~gateway.errors.NotFound` for an unknown site and
-    :class:`~gateway.errors.ConfigError` for a bad season, format or scope.
+    A property report for ``site``; otherwise a village report of
+    ``jurisdiction``'s sites (or all registered sites), kept to ``site_ids`` when
+    given (a caller's access scope). Raises :class:`~gateway.errors.NotFound` for
+    an unknown site and :class:`~gateway.errors.ConfigError` for a bad season,
+    format or scope.
     """
     parse_season_label(season)
-    if fmt not in FORMATS:
-        raise ConfigError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    for fmt in fmts:
+        if fmt not in FORMATS:
+            raise ConfigError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if site and jurisdiction:
         raise ConfigError("give a site or a jurisdiction, not both")
     if jurisdiction and not sources.registry.in_jurisdiction(jurisdiction):
@@ -95,9 +97,29 @@ async def build_winter_report(
         report = await assemble_village_report(
             sources, season, jurisdiction=jurisdiction, site_ids=chosen, now=now
         )
-    content = await asyncio.to_thread(render, report, fmt)
-    name = report_filename(season, fmt, site=site, jurisdiction=jurisdiction)
-    return RenderedReport(content, MEDIA_TYPES[fmt], name)
+    out = []
+    for fmt in fmts:
+        content = await asyncio.to_thread(render, report, fmt)
+        name = report_filename(season, fmt, site=site, jurisdiction=jurisdiction)
+        out.append(RenderedReport(content, MEDIA_TYPES[fmt], name))
+    return out
+
+
+async def build_winter_report(
+    sources: ReportSources,
+    season: str,
+    fmt: ReportFormat,
+    *,
+    site: str | None = None,
+    jurisdiction: str | None = None,
+    site_ids: Collection[str] | None = None,
+    now: datetime | None = None,
+) -> RenderedReport:
+    """One report in one format (see :func:`build_winter_reports`)."""
+    (rendered,) = await build_winter_reports(
+        sources, season, [fmt], site=site, jurisdiction=jurisdiction, site_ids=site_ids, now=now
+    )
+    return rendered
 
 
 def write_atomically(path: Path, content: bytes) -> None:
