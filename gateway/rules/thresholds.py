@@ -69,6 +69,9 @@ BACKFLOW_JUDGE_AFTER = timedelta(minutes=10)
 #: Smallest backflow rise counted, and the share of the line's volume expected back.
 BACKFLOW_MIN_CM = 1.5
 BACKFLOW_LINE_SHARE = 0.4
+#: The float stops the pump at the registered off mark; a lowest level this far
+#: below it means the real mark is lower and the level is used instead.
+OFF_MARK_TOLERANCE_CM = 3.0
 #: Of the last SHORT_CYCLE_WINDOW cycles, this many with backflow open the finding;
 #: at most SHORT_CYCLE_CLEAR_MAX clear it.
 SHORT_CYCLE_WINDOW = 4
@@ -89,6 +92,8 @@ HIGH_WATER_CLEAR_MARGIN_CM = 2.0
 # --- frozen line ----------------------------------------------------------------
 FROZEN_PIPE_TEMP_C = 0.0
 FROZEN_SAMPLES_TO_OPEN = 2
+#: ... spanning at least this long (a refilling line is dry and pressurised for seconds).
+FROZEN_MIN_SPAN = timedelta(seconds=20)
 FROZEN_FLOW_SAMPLES_TO_CLEAR = 2
 #: Ice has melted when the pipe has stayed above this for THAW_FOR.
 THAW_PIPE_TEMP_C = 1.0

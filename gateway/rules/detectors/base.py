@@ -17,6 +17,8 @@ from gateway.rules.pack import RulePack
 from gateway.rules.thresholds import BACKFLOW_WINDOW, FLOW_PRESENT_LPM, UNSEEN_CYCLE_DROP_CM
 
 CM3_PER_L = 1000.0
+#: Pump starts are remembered this long (evidence: starts in the last hour).
+STARTS_KEPT = timedelta(hours=2)
 M_PER_IN = 0.0254
 
 
@@ -125,6 +127,20 @@ class CycleTracker:
         self.fill_rates: deque[float] = deque(maxlen=9)
         self._fill_from: PitSample | None = None
         self.last_end: datetime | None = None
+        self._diffs: deque[float] = deque(maxlen=60)
+
+    def level_noise_cm(self) -> float:
+        """Level sensor noise (1 sigma), from consecutive pump-off samples.
+
+        Robust: the median absolute deviation of the differences ignores the slow
+        inflow trend and the odd pump start; 0 until enough samples are seen.
+        """
+        if len(self._diffs) < 10:
+            return 0.0
+        ordered = sorted(self._diffs)
+        mid = ordered[len(ordered) // 2]
+        dev = sorted(abs(d - mid) for d in ordered)
+        return 1.4826 * dev[len(dev) // 2] / math.sqrt(2)
 
     @property
     def running_since(self) -> datetime | None:
@@ -141,6 +157,10 @@ class CycleTracker:
     def add(self, s: PitSample) -> PumpCycle | None:
         """Feed one sample; return a cycle when one has just ended."""
         prev, self.last = self.last, s
+        while self.starts and s.ts - self.starts[0] > STARTS_KEPT:
+            self.starts.popleft()
+        if prev is not None and not prev.pump_on and not s.pump_on:
+            self._diffs.append(s.level_cm - prev.level_cm)
         if prev is None:
             if s.pump_on:
                 self._run = [s]
@@ -197,8 +217,6 @@ class CycleTracker:
 
     def starts_within(self, now: datetime, span: timedelta) -> int:
         """Pump starts in the last ``span`` (for evidence)."""
-        while self.starts and now - self.starts[0] > timedelta(hours=24):
-            self.starts.popleft()
         return sum(1 for t in self.starts if now - t <= span)
 
 

@@ -6,6 +6,7 @@ time and on the pit's own marks from the registry.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -31,6 +32,7 @@ from gateway.rules.thresholds import (
     CONTINUOUS_MIN_RUN,
     HIGH_WATER_CLEAR_MARGIN_CM,
     HIGH_WATER_SAMPLES,
+    OFF_MARK_TOLERANCE_CM,
     SHORT_CYCLE_CLEAR_MAX,
     SHORT_CYCLE_TO_OPEN,
     SHORT_CYCLE_WINDOW,
@@ -181,7 +183,9 @@ class ShortCyclingDetector:
         pit = state.ctx.site.pit
         expected = state.ctx.line_volume_l * 1000.0 / state.ctx.pit_area_cm2
         band = pit.pump_on_cm - pit.pump_off_cm
-        return max(BACKFLOW_MIN_CM, min(BACKFLOW_LINE_SHARE * expected, 0.6 * band))
+        # A backflow estimate is a difference of two noisy levels: 3 sigma of it.
+        noise = 3.0 * math.sqrt(2.0) * state.cycles.level_noise_cm()
+        return max(BACKFLOW_MIN_CM, min(BACKFLOW_LINE_SHARE * expected, 0.6 * band), noise)
 
     def add_cycle(self, cycle: PumpCycle, first_off: PitSample) -> None:
         """Watch the level after a stop."""
@@ -221,10 +225,13 @@ class ShortCyclingDetector:
             if known is None:
                 return None  # no inflow estimate: cannot tell backflow from inflow
             rate = known
-            anchor = max(p.samples, key=lambda x: x.level_cm)
-        # The float stops the pump at the off mark; the lowest level seen may be
-        # higher when the sample came after the stop.
-        reference = min(pit.pump_off_cm, p.cycle.low_level_cm)
+            anchor = p.samples[-1]  # the restart sample: the level reached the on mark
+        # The float stops the pump at the registered off mark. The lowest level seen
+        # can be higher (sampled after the stop, or after the backflow itself), so
+        # it is only trusted when it shows the real mark sits lower.
+        reference = pit.pump_off_cm
+        if p.cycle.low_level_cm < reference - OFF_MARK_TOLERANCE_CM:
+            reference = p.cycle.low_level_cm
         backflow = anchor.level_cm - reference - rate * (anchor.ts - stop).total_seconds()
         self._judged.append(backflow)
         threshold = self.threshold_cm(state)

@@ -14,6 +14,7 @@ from gateway.rules.thresholds import (
     FLOW_PRESENT_LPM,
     FREEZING_C,
     FROZEN_FLOW_SAMPLES_TO_CLEAR,
+    FROZEN_MIN_SPAN,
     FROZEN_PIPE_TEMP_C,
     FROZEN_SAMPLES_TO_OPEN,
     ICING_MIN_VOLUME_L,
@@ -37,6 +38,7 @@ class FrozenLineDetector:
         self._flowing = 0
         self._warm_since: datetime | None = None
         self._since: datetime | None = None
+        self._blocked_since: datetime | None = None
 
     def restore_active(self) -> None:
         """Continue a finding restored from the store."""
@@ -55,8 +57,11 @@ class FrozenLineDetector:
                 and s.pipe_temp_c <= FROZEN_PIPE_TEMP_C
             )
             self._hits = self._hits + 1 if blocked else 0
+            self._blocked_since = (self._blocked_since or s.ts) if blocked else None
             self._flowing = self._flowing + 1 if s.flow_lpm >= FLOW_PRESENT_LPM else 0
-        if not self.active and self._hits >= FROZEN_SAMPLES_TO_OPEN:
+        # A line refilling after a start is briefly pressurised and dry too; ice lasts.
+        lasting = self._blocked_since is not None and s.ts - self._blocked_since >= FROZEN_MIN_SPAN
+        if not self.active and self._hits >= FROZEN_SAMPLES_TO_OPEN and lasting:
             self.active, self._since = True, s.ts
         elif self.active and (
             self._flowing >= FROZEN_FLOW_SAMPLES_TO_CLEAR
