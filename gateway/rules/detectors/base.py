@@ -159,7 +159,9 @@ class CycleTracker:
         prev, self.last = self.last, s
         while self.starts and s.ts - self.starts[0] > STARTS_KEPT:
             self.starts.popleft()
-        if prev is not None and not prev.pump_on and not s.pump_on:
+        quiet = self.last_end is None or prev is None or prev.ts - self.last_end >= BACKFLOW_WINDOW
+        if prev is not None and not prev.pump_on and not s.pump_on and quiet:
+            # Steady fill only: water falling back after a stop is not noise.
             self._diffs.append(s.level_cm - prev.level_cm)
         if prev is None:
             if s.pump_on:
