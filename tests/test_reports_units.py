@@ -21,6 +21,7 @@ from gateway.reports.models import ComplianceStatus
 from gateway.reports.penalties import estimate_penalties, most_within
 from gateway.reports.render_csv import site_csv
 from gateway.reports.season import parse_season_label, season_of, season_period
+from gateway.reports.service import FORMATS, render
 from gateway.reports.sources import ReportSources
 from gateway.rules.pack import load_packs
 from gateway.store.base import FieldStats, Rollup
@@ -299,3 +300,12 @@ async def test_a_season_in_progress_is_cut_at_now_and_noted(store: SqliteStore) 
     assert not report.is_final
     assert report.totals.pump_cycles == 12
     assert any("in progress" in n for n in report.notes)
+
+
+async def test_a_season_not_yet_started_still_renders_in_every_format(store: SqliteStore) -> None:
+    before = SEASON_START - timedelta(days=3)
+    report = await assemble_site_report(_sources(store, _site()), "h1", "2026-2027", now=before)
+    assert report.days == () and report.coverage.period_hours == 0
+    assert report.compliance.status is ComplianceStatus.INSUFFICIENT_DATA
+    for fmt in FORMATS:
+        assert render(report, fmt)
