@@ -285,3 +285,21 @@ async def test_the_schedule_task_checks_again_after_each_interval(
     assert sleeps == [1800, 1800, 1800]
     # 12:00 Nov 30 nothing; 20:00 nothing; 04:00 Dec 1 the four monthly files.
     assert len(list(out.rglob("*.csv"))) == 4
+
+
+@pytest.mark.integration
+def test_the_router_works_on_the_real_gateway_runtime(gateway_settings: Settings) -> None:
+    from fastapi.testclient import TestClient
+
+    from gateway.app import create_app
+
+    app = create_app(gateway_settings)
+    app.include_router(router)  # what the lead's wiring does
+    season = f"{datetime.now(UTC).year - 1}-{datetime.now(UTC).year}"
+    with TestClient(app) as client:
+        site = client.get(f"/reports/winter?season={season}&site=elm-12&format=csv")
+        assert site.status_code == 200, site.text
+        assert site.text.splitlines()[0].startswith("site_id,date,hours")
+        village = client.get(f"/reports/winter?season={season}&jurisdiction=edgar&format=pdf")
+        assert village.status_code == 200
+        assert village.content.startswith(b"%PDF-")
