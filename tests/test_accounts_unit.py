@@ -160,3 +160,19 @@ def test_the_user_command_adds_lists_and_issues_tokens(tmp_path: Path) -> None:
     token = runner.invoke(user_app, ["token", "owner16", "--name", "ha"], env=env)
     assert token.exit_code == 0
     assert token.stdout.strip().startswith("swt_")
+
+
+async def test_the_demo_users_file_seeds_once_and_describes_its_accounts(
+    store: AccountStore,
+) -> None:
+    from gateway.accounts.seed import describe_seed, load_seed, seed_users
+
+    users = load_seed(REPO_DIR / "deploy" / "users.example.toml")
+    created = await seed_users(store, users)
+    assert {u.role for u in created} == {Role.HOMEOWNER, Role.PUBLIC_WORKS, Role.ADMIN}
+    assert await seed_users(store, users) == []  # existing accounts are left alone
+    for user in users:
+        assert await store.authenticate(user.username, user.password) is not None
+        assert all(s in REGISTRY for s in user.sites)
+    lines = describe_seed(users)
+    assert any("elm16" in line and "elm-16" in line for line in lines)

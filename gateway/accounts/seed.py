@@ -61,3 +61,12 @@ async def seed_users(store: AccountStore, users: list[SeedUser]) -> list[User]:
             )
         )
     return created
+
+
+def describe_seed(users: list[SeedUser]) -> list[str]:
+    """One line per seeded account, for the demo to print at start-up (demo passwords)."""
+    lines = []
+    for u in users:
+        scope = ", ".join(u.sites or u.jurisdictions) or "everything"
+        lines.append(f"{u.role.value:<13} {u.username:<10} password {u.password:<18} sees {scope}")
+    return lines
