@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from gateway.domain import FindingChange, Severity
 from gateway.rules.sequences import Faults, MiniSump, engine_for, feed, make_site, opened
 
@@ -80,3 +82,11 @@ def test_short_cycling_clears_after_the_valve_is_replaced() -> None:
     assert [e.finding.rule_id for e in later if e.change is FindingChange.CLEARED] == [
         "short_cycling"
     ]
+
+
+@pytest.mark.parametrize("interval_s", [5, 10, 30])
+def test_noisy_level_sensor_does_not_fake_a_failed_valve(interval_s: int) -> None:
+    site = make_site(pit_interval_s=interval_s, outlet_interval_s=interval_s)
+    sim = MiniSump(site, START, noise=2.0, seed=interval_s)  # level sigma 1 cm
+    events = feed(engine_for(site), sim.run(12 * 3600))
+    assert opened(events, "short_cycling") == []
