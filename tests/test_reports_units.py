@@ -17,7 +17,7 @@ from gateway.domain import Citation, Finding, Severity
 from gateway.errors import ConfigError
 from gateway.registry.models import SiteConfig, SiteRegistry
 from gateway.reports.assemble import assemble_site_report
-from gateway.reports.models import ComplianceStatus
+from gateway.reports.models import ComplianceStatus, Coverage, Gap
 from gateway.reports.penalties import estimate_penalties, most_within
 from gateway.reports.render_csv import site_csv
 from gateway.reports.season import parse_season_label, season_of, season_period
@@ -309,3 +309,18 @@ async def test_a_season_not_yet_started_still_renders_in_every_format(store: Sql
     assert report.compliance.status is ComplianceStatus.INSUFFICIENT_DATA
     for fmt in FORMATS:
         assert render(report, fmt)
+
+
+def test_a_flaky_sensor_lists_its_longest_gaps_and_sums_the_rest() -> None:
+    t0 = SEASON_START
+    gaps = [
+        Gap(t0 + timedelta(hours=2 * i), t0 + timedelta(hours=2 * i + 1), ("air",))
+        for i in range(99)
+    ]
+    gaps.insert(50, Gap(t0 + timedelta(days=30), t0 + timedelta(days=31), ("outlet",)))
+    coverage = Coverage(2000, 1800, {"air": 0.95}, tuple(sorted(gaps, key=lambda g: g.start)))
+    shown, more, more_time = coverage.listed_gaps(limit=10)
+    assert len(shown) == 10
+    assert shown == tuple(sorted(shown, key=lambda g: g.start))
+    assert any(g.nodes == ("outlet",) for g in shown)  # the day-long gap is kept
+    assert (more, more_time) == (90, timedelta(hours=90))

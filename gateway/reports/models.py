@@ -16,6 +16,9 @@ from gateway.domain import Citation
 from gateway.reports.season import SeasonPeriod
 from gateway.rules.audit import AuditItem
 
+#: Gaps listed one by one in a document; shorter ones beyond this are summed.
+MAX_LISTED_GAPS = 60
+
 
 class ComplianceStatus(StrEnum):
     """The one-word verdict of a property's season."""
@@ -99,6 +102,20 @@ class Coverage:
     def share(self) -> float:
         """Share of the period's hours in which every node reported."""
         return self.covered_hours / self.period_hours if self.period_hours else 0.0
+
+    def listed_gaps(self, limit: int = MAX_LISTED_GAPS) -> tuple[tuple[Gap, ...], int, timedelta]:
+        """The ``limit`` longest gaps in time order, and how many (and how long) the rest are.
+
+        A flaky sensor can leave hundreds of one-hour gaps; a document lists the
+        ones that matter and sums the others.
+        """
+        if len(self.gaps) <= limit:
+            return self.gaps, 0, timedelta(0)
+        longest = sorted(self.gaps, key=lambda g: g.duration, reverse=True)[:limit]
+        kept = set(map(id, longest))
+        rest = [g for g in self.gaps if id(g) not in kept]
+        shown = tuple(g for g in self.gaps if id(g) in kept)
+        return shown, len(rest), sum((g.duration for g in rest), timedelta(0))
 
 
 @dataclass(frozen=True, slots=True)

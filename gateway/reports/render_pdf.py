@@ -273,17 +273,22 @@ def site_pdf(report: SiteReport, charts: dict[str, bytes] | None = None) -> byte
         )
     )
     if cov.gaps:
+        gaps, more, more_time = cov.listed_gaps()
         story.append(
             _table(
                 ["Gap from", "to", "Length", "Sensors missing"],
                 [
                     [lt(g.start, tz), lt(g.end, tz), text.duration(g.duration), ", ".join(g.nodes)]
-                    for g in cov.gaps
+                    for g in gaps
                 ],
                 [1.4, 1.4, 1.0, 2.2],
                 numeric=[2],
             )
         )
+        if more:
+            story.append(
+                _p(f"... and {more} shorter gaps, {text.duration(more_time)} in all.", SMALL)
+            )
     else:
         story.append(_p("No gaps."))
 
