@@ -77,9 +77,9 @@ def judge_cycle(cycle: PumpCycle, state: SiteState) -> CycleJudgement:
     pit_l = state.ctx.litres(cycle.drop_cm + inflow_cm)
     window = state.outlet.between(cycle.before_ts, cycle.end_ts + OUTLET_LAG)
     # Water reaches the outlet only once the pump has refilled the line; a sample
-    # taken before that shows no flow even on a healthy line.
-    # The slower of the cycle's own estimate and the flow learned at the outlet:
-    # a fill taken too short would call a healthy, still-filling line dry.
+    # taken before that shows no flow even on a healthy line. The fill is timed at
+    # the slower of the cycle's own flow and the flow learned at the outlet: a fill
+    # taken too short would call a healthy, still-filling line dry.
     pump_lpm = pit_l / max(duration_s, 1.0) * 60.0
     typical = state.outlet.typical_flow_lpm()
     if typical is not None:
@@ -131,11 +131,12 @@ def judge_cycle(cycle: PumpCycle, state: SiteState) -> CycleJudgement:
 def _sure_run(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime]:
     """Latest start and earliest stop of the run that the pit's levels allow.
 
-    The pump starts at the on mark and stops at the off mark; no pump drains the
-    pit faster than ``MAX_PUMP_LPM`` (or 1.5 x the flow learned at the outlet), so
-    the level at the first on-sample bounds how long ago it started, and the level
-    at the last on-sample how long it still ran. Erring late on the start and early
-    on the stop keeps every outlet sample in between inside the real run.
+    The pump starts at the on mark and stops at the off mark, and no pump drains
+    the pit faster than 1.5 x the highest flow seen at the outlet (a hose to a
+    drain faces less head than the line) or ``MAX_PUMP_LPM`` before any is seen.
+    So the level at the first on-sample bounds how long ago the run started, and
+    the level at the last on-sample how long it still ran. Erring late on the start
+    and early on the stop keeps every outlet sample in between inside the real run.
     """
     pit = state.ctx.site.pit
     peak = state.outlet.peak_flow_lpm()
