@@ -11,6 +11,7 @@ from gateway import __version__
 from gateway.accounts.access import access_control
 from gateway.accounts.setup import install_accounts, open_accounts
 from gateway.api.routes import alerts, deadletters, findings, health, sites
+from gateway.reports import routes as report_routes
 from gateway.runtime import run_gateway
 from gateway.settings import Settings
 from gateway.web.setup import install_web
@@ -36,7 +37,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         dependencies=[Depends(access_control)],
     )
     app.state.settings = settings
-    for module in (health, sites, deadletters, findings, alerts):
+    for module in (health, sites, deadletters, findings, alerts, report_routes):
         app.include_router(module.router)
     install_accounts(app)
     install_web(app)

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from firmware_sim.cli import plot as plot_scenario
 from firmware_sim.cli import simulate
+from gateway.reports.cli import report_app
 from gateway.rules import cli as rules_cli
 from gateway.settings import REPO_DIR, Settings, load_settings
 
@@ -169,6 +170,7 @@ app.command("plot-scenario")(plot_scenario)
 app.command("audit")(rules_cli.audit)
 app.command("replay")(rules_cli.replay)
 app.command("score")(rules_cli.score)
+app.add_typer(report_app, name="report")
 
 
 def main() -> None:

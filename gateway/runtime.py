@@ -20,6 +20,8 @@ from gateway.ingest import MqttSource
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline
 from gateway.registry import SiteRegistry, load_registry
+from gateway.reports.schedule import run_report_schedule
+from gateway.reports.sources import sources_from_runtime
 from gateway.rules.engine import RulesEngine
 from gateway.rules.pack import RulePack, load_packs
 from gateway.rules.repository import FindingRepository
@@ -172,6 +174,13 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                 tg.create_task(refresh_forever(store, settings.rollup_interval_s), name="rollups"),
                 tg.create_task(source.run(), name="mqtt-source"),
             ]
+            if settings.report_schedule:
+                tasks.append(
+                    tg.create_task(
+                        run_report_schedule(sources_from_runtime(runtime), settings.reports_folder),
+                        name="report-schedule",
+                    )
+                )
             try:
                 yield runtime
             finally:

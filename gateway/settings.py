@@ -89,8 +89,17 @@ class Settings(BaseSettings):
     smtp_password: SecretStr | None = None
     webhook_secret: SecretStr | None = None
 
+    # Reports (docs/reports.md)
+    reports_dir: Path | None = Field(None, description="Default: <data_dir>/reports")
+    report_schedule: bool = Field(True, description="Write monthly and end-of-season reports")
+
     # Detectors
     silence_factor: float = Field(6.0, description="Silent after this many sample intervals")
+
+    @property
+    def reports_folder(self) -> Path:
+        """Where scheduled reports are written."""
+        return self.reports_dir or self.data_dir / "reports"
 
     @property
     def sqlite_file(self) -> Path:

@@ -40,6 +40,7 @@ def gateway_settings(tmp_path: Path, mosquitto: BrokerProcess) -> Settings:
         mqtt_port=mosquitto.port,
         mqtt_client_id=f"gw-{uuid.uuid4().hex[:8]}",
         batch_interval_s=0.02,
+        report_schedule=False,
     )
 
 
