@@ -90,3 +90,16 @@ def test_noisy_level_sensor_does_not_fake_a_failed_valve(interval_s: int) -> Non
     sim = MiniSump(site, START, noise=2.0, seed=interval_s)  # level sigma 1 cm
     events = feed(engine_for(site), sim.run(12 * 3600))
     assert opened(events, "short_cycling") == []
+
+
+def test_stuck_float_holding_the_level_at_the_mark_with_a_starved_outlet() -> None:
+    site = make_site()
+    # The intake sits just under the off mark: the pump sucks air there and the
+    # level hovers at the mark, moving only the inflow.
+    sim = MiniSump(site, START, noise=0.5, intake_cm=site.pit.pump_off_cm - 0.5)
+    engine = engine_for(site)
+    feed(engine, sim.run(1800))  # healthy first: the pump's usual flow is learned
+    sim.faults.stuck_float = True
+    (f,) = opened(feed(engine, sim.run(1800)))
+    assert f.rule_id == "continuous_run"
+    assert f.evidence["outlet_starved"] is True

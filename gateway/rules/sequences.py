@@ -61,6 +61,7 @@ class MiniSump:
     seed: int = 1
     faults: Faults = field(default_factory=Faults)
     level_cm: float = 30.0
+    intake_cm: float = 6.0  # below this the pump draws air
     pump_on: bool = False
     t: int = 0
 
@@ -96,11 +97,14 @@ class MiniSump:
             f = self.faults
             if not f.pump_dead and self.level_cm >= pit.pump_on_cm:
                 self.pump_on = True
-            pumping = self.pump_on and not f.frozen and self.level_cm > 6.0
             self.level_cm += self.inflow_lpm / 60.0 / area_l_per_cm
-            if pumping:
-                self.level_cm -= self.pump_lpm / 60.0 / area_l_per_cm
-                self.level_cm = max(self.level_cm, 6.0)
+            # At the intake the pump moves only what is there (it sucks air).
+            available_l = max(0.0, self.level_cm - self.intake_cm) * area_l_per_cm
+            pumped_l = 0.0
+            if self.pump_on and not f.frozen:
+                pumped_l = min(self.pump_lpm / 60.0, available_l)
+            self.level_cm -= pumped_l / area_l_per_cm
+            pumping = pumped_l > 0
             if self.pump_on and self.level_cm <= pit.pump_off_cm and not f.stuck_float:
                 self.pump_on = False
                 if f.check_valve_failed:
@@ -120,7 +124,7 @@ class MiniSump:
                 and self.t % self._outlet_every == self.outlet_offset_s % self._outlet_every
             ):
                 flowing = pumping and self.pump_on
-                flow = self.pump_lpm * (1 - f.sanitary_share) if flowing else 0.0
+                flow = pumped_l * 60.0 * (1 - f.sanitary_share) if flowing else 0.0
                 if f.frozen and self.pump_on:
                     pressure = 45.0
                 elif flow > 0:

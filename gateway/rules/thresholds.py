@@ -82,6 +82,10 @@ SHORT_CYCLE_CLEAR_MAX = 0
 #: A normal cycle empties the band between the marks in well under a minute; a
 #: pump still running with the level at the off mark has a stuck switch.
 CONTINUOUS_LOW_LEVEL_MARGIN_CM = 2.0
+#: "At the mark": within this of it (level noise); counts only with a starved outlet,
+#: i.e. a mean flow under CONTINUOUS_STARVED_SHARE of the pump's usual flow.
+CONTINUOUS_AT_MARK_CM = 1.0
+CONTINUOUS_STARVED_SHARE = 0.5
 CONTINUOUS_LOW_FOR = timedelta(seconds=90)
 CONTINUOUS_MIN_RUN = timedelta(seconds=180)
 

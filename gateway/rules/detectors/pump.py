@@ -27,9 +27,11 @@ from gateway.rules.thresholds import (
     BACKFLOW_MIN_CM,
     BACKFLOW_RATE_SPAN,
     BACKFLOW_WINDOW,
+    CONTINUOUS_AT_MARK_CM,
     CONTINUOUS_LOW_FOR,
     CONTINUOUS_LOW_LEVEL_MARGIN_CM,
     CONTINUOUS_MIN_RUN,
+    CONTINUOUS_STARVED_SHARE,
     HIGH_WATER_CLEAR_MARGIN_CM,
     HIGH_WATER_SAMPLES,
     OFF_MARK_TOLERANCE_CM,
@@ -93,13 +95,22 @@ class HighWaterDetector:
 
 
 class ContinuousRunDetector:
-    """Pump running long with the level at or below the off mark: stuck float switch."""
+    """Pump running long at or below the off mark: a stuck float switch.
+
+    A working float stops the pump the moment the level reaches the off mark. Two
+    signatures of one that does not: the level is held clearly *below* the mark
+    (the pump drains down to its intake), or it is held *at* the mark while the
+    outlet shows the pump starved (well under its usual flow: it is sucking air,
+    moving only the inflow). A marginal pump in a storm approaching the mark slowly
+    shows neither: its outlet flows at full rate.
+    """
 
     rule_id = "continuous_run"
 
     def __init__(self) -> None:
         self.active = False
-        self._low_since: datetime | None = None
+        self._below_since: datetime | None = None
+        self._at_since: datetime | None = None
 
     def restore_active(self) -> None:
         """Continue a finding restored from the store."""
@@ -107,27 +118,25 @@ class ContinuousRunDetector:
 
     def on_pit(self, s: PitSample, state: SiteState) -> Verdict | None:
         """Judge one pit sample."""
-        if not s.pump_on:
-            self._low_since = None
-            if self.active:
-                self.active = False
-                return INACTIVE
-            return None
         pit = state.ctx.site.pit
-        running_since = state.cycles.running_since or s.ts
-        # The float should have stopped the pump at the off mark: running on with
-        # the level clearly below it means the switch is stuck.
-        if s.level_cm <= pit.pump_off_cm - CONTINUOUS_LOW_LEVEL_MARGIN_CM:
-            self._low_since = self._low_since or s.ts
-        else:
-            self._low_since = None
-            # Level back above the band: the pump is doing real work (heavy inflow).
+        below = s.pump_on and s.level_cm <= pit.pump_off_cm - CONTINUOUS_LOW_LEVEL_MARGIN_CM
+        at = s.pump_on and s.level_cm <= pit.pump_off_cm + CONTINUOUS_AT_MARK_CM
+        self._below_since = (self._below_since or s.ts) if below else None
+        self._at_since = (self._at_since or s.ts) if at else None
+        if not at:
+            # Pump stopped, or level back above the band (real work: heavy inflow).
             if self.active:
                 self.active = False
                 return INACTIVE
             return None
+        running_since = state.cycles.running_since or s.ts
         run = s.ts - running_since
-        if run >= CONTINUOUS_MIN_RUN and s.ts - self._low_since >= CONTINUOUS_LOW_FOR:
+        starved = self._starved(s.ts, state)
+        held_below = (
+            self._below_since is not None and s.ts - self._below_since >= CONTINUOUS_LOW_FOR
+        )
+        held_at = s.ts - self._at_since >= CONTINUOUS_LOW_FOR if self._at_since else False
+        if run >= CONTINUOUS_MIN_RUN and (held_below or (held_at and starved)):
             self.active = True
         if not self.active:
             return None
@@ -140,9 +149,20 @@ class ContinuousRunDetector:
                 "running_since": iso(running_since),
                 "level_cm": r1(s.level_cm),
                 "pump_off_cm": pit.pump_off_cm,
+                "outlet_starved": starved,
                 "pump_current_a": s.current_a,
             },
         )
+
+    @staticmethod
+    def _starved(now: datetime, state: SiteState) -> bool:
+        """Outlet flow over the last minute and a half well under the pump's usual."""
+        typical = state.outlet.typical_flow_lpm()
+        recent = state.outlet.between(now - CONTINUOUS_LOW_FOR, now)
+        if typical is None or not recent:
+            return False
+        mean = sum(x.flow_lpm for x in recent) / len(recent)
+        return mean < CONTINUOUS_STARVED_SHARE * typical
 
 
 @dataclass
