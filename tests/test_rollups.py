@@ -220,3 +220,19 @@ async def test_readings_stored_before_rollups_existed_are_rolled_up(tmp_path: Pa
         assert hour.samples == 24
     finally:
         await db.close()
+
+
+async def test_sqlite_reads_back_exactly_the_rollups_it_saved(tmp_path: Path) -> None:
+    db = SqliteDatabase(tmp_path / "r.db")
+    await db.open()
+    store = SqliteStore(db)
+    await store.open()
+    start = int(T0.timestamp())
+    pit = compute_minutes(pit_series(240), range(start, start + 1200, 60))
+    outlet = compute_minutes(flow_series(240, lpm=40.0), range(start, start + 1200, 60))
+    await store.save_rollups(pit + outlet)
+    back = await store.rollups("elm-12", "1m", T0, T0 + timedelta(minutes=20))
+    await db.close()
+    key = lambda r: (r.start, r.node_id)  # noqa: E731
+    assert sorted(back, key=key) == sorted(pit + outlet, key=key)
+    assert any(r.stats and r.pumped_volume_l for r in back)

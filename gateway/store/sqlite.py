@@ -16,7 +16,7 @@ from typing import Any
 from gateway.contract import FIELDS, NodeKind
 from gateway.domain import FindingEvent, Reading, StatusChange
 from gateway.store import rollups as rollup_math
-from gateway.store.base import Resolution, Rollup, SeriesQuery
+from gateway.store.base import FieldStats, Resolution, Rollup, SeriesQuery
 from gateway.store.database import SqliteDatabase
 
 _FIELD_NAMES = tuple(FIELDS)
@@ -234,7 +234,10 @@ class SqliteStore:
     ) -> list[Rollup]:
         """Stored rollups whose bucket starts in [start, end), by start then node."""
         table = _rollup_table(resolution)
-        sql = f"SELECT * FROM {table} WHERE site_id = ? AND bucket >= ? AND bucket < ?"
+        sql = (
+            f"SELECT {', '.join(_ROLLUP_COLUMNS)} FROM {table} "
+            "WHERE site_id = ? AND bucket >= ? AND bucket < ?"
+        )
         args: list[Any] = [site_id, start.timestamp(), end.timestamp()]
         if node_id is not None:
             sql += " AND node_id = ?"
@@ -242,17 +245,17 @@ class SqliteStore:
         sql += " ORDER BY bucket, node_id"
 
         def run(conn: sqlite3.Connection) -> list[Rollup]:
-            return [
-                rollup_math.rollup_from_values(
-                    row["site_id"],
-                    row["node_id"],
-                    NodeKind(row["kind"]),
-                    resolution,
-                    from_epoch(row["bucket"]),
-                    dict(zip(row.keys(), row, strict=True)),
-                )
-                for row in conn.execute(sql, args)
-            ]
+            cursor = conn.execute(sql, args)
+            cursor.row_factory = None  # plain tuples: a season report reads ~10k rows a site
+            starts: dict[int, datetime] = {}
+            out = []
+            for row in cursor:
+                bucket = row[2]
+                start_at = starts.get(bucket)
+                if start_at is None:
+                    start_at = starts[bucket] = from_epoch(bucket)
+                out.append(_decode_rollup(row, resolution, start_at))
+            return out
 
         return await self.db.read(run)
 
@@ -284,6 +287,60 @@ class SqliteStore:
     async def refresh_rollups(self, until: datetime | None = None) -> int:
         """Recompute the rollup buckets that new readings touched (see ``rollups``)."""
         return await rollup_math.refresh(self, self.dirty, until)
+
+
+_COL = {name: i for i, name in enumerate(_ROLLUP_COLUMNS)}
+#: Per node kind: (field, index of its count column) and the totals' indices, so a
+#: row is decoded by position (the equivalent of rollups.rollup_from_values).
+_KIND_STATS = {
+    kind: tuple(
+        (name, _COL[rollup_math.stat_column(name, "count")])
+        for name in rollup_math.KIND_FIELDS[kind]
+    )
+    for kind in NodeKind
+}
+_KINDS = {kind.value: kind for kind in NodeKind}
+_SAMPLES, _CYCLES, _ON_S, _B_CYCLES, _B_ON_S, _VOLUME = (
+    _COL[name]
+    for name in (
+        "samples",
+        "pump_cycles",
+        "pump_on_s",
+        "backup_pump_cycles",
+        "backup_pump_on_s",
+        "pumped_volume_l",
+    )
+)
+
+
+def _decode_rollup(row: tuple[Any, ...], resolution: Resolution, start: datetime) -> Rollup:
+    kind = _KINDS[row[3]]
+    stats: dict[str, FieldStats] = {}
+    for name, i in _KIND_STATS[kind]:
+        count = row[i]
+        if count:
+            # count, min, max, mean, last are adjacent columns (STAT_SUFFIXES order).
+            stats[name] = FieldStats(
+                int(count),
+                float(row[i + 1]),
+                float(row[i + 2]),
+                float(row[i + 3]),
+                float(row[i + 4]),
+            )
+    return Rollup(
+        site_id=row[0],
+        node_id=row[1],
+        kind=kind,
+        resolution=resolution,
+        start=start,
+        samples=int(row[_SAMPLES] or 0),
+        stats=stats,
+        pump_cycles=round(row[_CYCLES] or 0.0),
+        pump_on_s=float(row[_ON_S] or 0.0),
+        backup_pump_cycles=round(row[_B_CYCLES] or 0.0),
+        backup_pump_on_s=float(row[_B_ON_S] or 0.0),
+        pumped_volume_l=float(row[_VOLUME] or 0.0),
+    )
 
 
 def _mark_unrolled_readings(conn: sqlite3.Connection) -> None:
