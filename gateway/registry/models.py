@@ -53,7 +53,12 @@ class PitConfig(BaseModel):
 
 
 class DischargeDestination(StrEnum):
-    """Where the discharge line ends. Sanitary is never lawful in any of our texts."""
+    """Where the discharge line ends.
+
+    Sanitary is expressly prohibited by the Edgar text (000 (b), (c)(1)) and L.L.
+    6-2024 (002 E, J); texts 001 and 003 do not say so in words, so there it is
+    homeowner advice, not a cited violation (docs/rule-packs.md).
+    """
 
     GRADE = "grade"  # onto the lawn / an absorbent surface
     SWALE = "swale"  # a rear or side yard swale
