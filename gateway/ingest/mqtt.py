@@ -25,6 +25,7 @@ import logging
 import random
 import ssl
 import struct
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,6 +38,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from gateway.contract import SUBSCRIPTIONS
 from gateway.domain import RawMessage
+from gateway.errors import ConfigError
 from gateway.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,32 @@ class Publish:
     retain: bool
 
 
+@dataclass(frozen=True, slots=True)
+class SitePartition:
+    """One gateway's share of the sites when several gateways split the load.
+
+    Mosquitto's shared subscriptions hand each message to any member, so a site's
+    readings would be scattered over gateways and no detector would see a whole
+    site. Instead every gateway subscribes to the full stream (no ``$share``) and
+    keeps the sites whose ``crc32(site_id) % shards == shard``; the others it acks
+    at once, unparsed. A site therefore always reaches the same gateway, and its
+    detector state lives in one place. See docs/performance.md (scale-out).
+    """
+
+    shard: int
+    shards: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.shard < self.shards:
+            raise ConfigError(f"shard {self.shard} is not in 0..{self.shards - 1}")
+
+    def owns(self, topic: str) -> bool:
+        """True when this gateway handles ``topic`` (keyed on its site level)."""
+        parts = topic.split("/", 3)
+        key = parts[2] if len(parts) > 3 else topic  # off-contract topics: whole topic
+        return zlib.crc32(key.encode()) % self.shards == self.shard
+
+
 class _FastPath:
     """Takes over the receive and ack paths of one connected aiomqtt client.
 
@@ -85,8 +113,16 @@ class _FastPath:
     paho 1.6-2.2; tests/test_ingest.py and tests/test_faults.py exercise them.
     """
 
-    def __init__(self, client: aiomqtt.Client, on_publish: Callable[[Publish], None]) -> None:
+    def __init__(
+        self,
+        client: aiomqtt.Client,
+        on_publish: Callable[[Publish], None],
+        owns: Callable[[str], bool] | None = None,
+    ) -> None:
         self._aio = client
+        self._owns = owns
+        self._not_ours: list[int] = []  # packet ids of other shards' messages, to ack
+        self.skipped = 0
         self._paho: paho_mqtt.Client = client._client
         self._sock_recv = self._paho._sock_recv
         self._on_publish = on_publish
@@ -167,6 +203,9 @@ class _FastPath:
         finally:
             view.release()
             del buf[:pos]
+            if self._not_ours:
+                self.ack(self._not_ours)
+                self._not_ours = []
         return _OK
 
     def _publish(self, header: int, body: memoryview) -> None:
@@ -178,6 +217,12 @@ class _FastPath:
         if qos:
             mid = _U16.unpack_from(body, at)[0]
             at += 2
+        if self._owns is not None and not self._owns(topic):
+            # Another shard's site: that gateway gets its own copy. Ack, drop.
+            self.skipped += 1
+            if qos:
+                self._not_ours.append(mid)
+            return
         # v5 properties: a variable-length count, then the properties; skipped.
         plen = 0
         shift = 0
@@ -223,13 +268,24 @@ class MqttSource:
         handler: Handler,
         *,
         on_connection: Callable[[bool], None] | None = None,
+        partition: SitePartition | None = None,
     ) -> None:
         self._settings = settings
         self._handler = handler
+        if partition is None:
+            # Settings fields mqtt_shard / mqtt_shards, when the settings carry them.
+            shards = getattr(settings, "mqtt_shards", 1) or 1
+            shard = getattr(settings, "mqtt_shard", None)
+            if shard is not None and shards > 1:
+                partition = SitePartition(shard, shards)
+        if partition is not None and settings.mqtt_shared_group:
+            raise ConfigError("site partitions and a $share group exclude each other")
+        self.partition = partition
         self._on_connection = on_connection
         self._client: aiomqtt.Client | None = None
         self._fast: _FastPath | None = None
         self._generation = 0
+        self.skipped = 0  # other shards' messages acked unprocessed, earlier connections
         self.connected = False
         self.last_error: str | None = None
 
@@ -285,7 +341,8 @@ class MqttSource:
                 receive = self._receiver(self._generation)
                 # Installed before connecting: a persistent session's queued messages
                 # follow the CONNACK at once, and must all reach the handler.
-                self._fast = _FastPath(client, receive)
+                owns = self.partition.owns if self.partition is not None else None
+                self._fast = _FastPath(client, receive, owns)
                 async with client:
                     self._client = client
                     await client.subscribe([(t, SubscribeOptions(qos=1)) for t in self._topics()])
@@ -310,6 +367,8 @@ class MqttSource:
                 log.warning("MQTT connection lost (%s); reconnecting in %.1fs", exc, delay)
             finally:
                 self._client = None
+                if self._fast is not None:
+                    self.skipped += self._fast.skipped
                 self._fast = None
                 self._set_connected(False)
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
