@@ -40,6 +40,7 @@ class ShardedSettings(Settings):
 
     mqtt_shard: int | None = None
     mqtt_shards: int = 1
+    mqtt_partition_all_topics: bool = False
 
 
 def site_stream(site: str, count: int = 16, high_from: int = 10) -> list[tuple[str, bytes]]:
@@ -66,7 +67,7 @@ def site_stream(site: str, count: int = 16, high_from: int = 10) -> list[tuple[s
 
 @contextlib.asynccontextmanager
 async def gateways(
-    tmp_path: Path, mosquitto: BrokerProcess, count: int, *, shared: bool
+    tmp_path: Path, mosquitto: BrokerProcess, count: int, *, shared: bool, all_topics: bool = False
 ) -> AsyncIterator[list[Runtime]]:
     """``count`` gateways on one broker: partitioned by site, or one $share group."""
     async with contextlib.AsyncExitStack() as stack:
@@ -83,6 +84,7 @@ async def gateways(
                 mqtt_shared_group="gateways" if shared else None,
                 mqtt_shard=None if shared else i,
                 mqtt_shards=1 if shared else count,
+                mqtt_partition_all_topics=all_topics,
             )
             runtime = await stack.enter_async_context(run_gateway(settings))
             await wait_connected(runtime)
@@ -110,6 +112,11 @@ async def settle(runtimes: list[Runtime], total: int) -> None:
 def test_partitions_cover_every_site_exactly_once() -> None:
     for shards in (1, 2, 3, 4, 8):
         parts = [SitePartition(i, shards) for i in range(shards)]
+        by_site = [SitePartition(i, shards, tuple(SITES)) for i in range(shards)]
+        filters = [t for p in by_site for t in p.topics()]
+        assert sorted(filters) == sorted(
+            f"sumpwatch/v1/{s}/+/{c}" for s in SITES for c in ("telemetry", "status")
+        )
         for site in [*SITES, "x", "a-very-long-site-id-0123456789"]:
             topic = telemetry_topic(site, "pit")
             assert sum(p.owns(topic) for p in parts) == 1
@@ -118,11 +125,12 @@ def test_partitions_cover_every_site_exactly_once() -> None:
             assert owner.owns(f"sumpwatch/v1/{site}/outlet/status")
 
 
+@pytest.mark.parametrize("all_topics", [False, True], ids=["site-subscriptions", "all-topics"])
 async def test_partitioned_gateways_each_hold_whole_sites_and_raise_each_finding_once(
-    tmp_path: Path, mosquitto: BrokerProcess
+    tmp_path: Path, mosquitto: BrokerProcess, all_topics: bool
 ) -> None:
     stream = [m for site in SITES for m in site_stream(site)]
-    async with gateways(tmp_path, mosquitto, 2, shared=False) as (a, b):
+    async with gateways(tmp_path, mosquitto, 2, shared=False, all_topics=all_topics) as (a, b):
         await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, stream)
         await settle([a, b], len(stream))
         in_a, in_b = await stored_sites(a), await stored_sites(b)
@@ -133,8 +141,11 @@ async def test_partitioned_gateways_each_hold_whole_sites_and_raise_each_finding
         # Each site's high water is seen by its one detector: one finding per site.
         assert high_water_sites(a) == sorted(in_a)
         assert high_water_sites(b) == sorted(in_b)
-        # Each gateway acknowledged the other's messages without processing them.
+        # Each message was processed by one gateway only (with all-topics, each
+        # gateway acked the other's messages unprocessed).
         assert a.metrics.received + b.metrics.received == len(stream)
+        skipped = [r.source._fast.skipped for r in (a, b) if r.source._fast is not None]
+        assert sum(skipped) == (len(stream) if all_topics else 0)
 
 
 async def test_a_shared_subscription_scatters_sites_and_duplicates_findings(

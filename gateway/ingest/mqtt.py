@@ -36,9 +36,10 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from gateway.contract import SUBSCRIPTIONS
+from gateway.contract import SUBSCRIPTIONS, TOPIC_ROOT
 from gateway.domain import RawMessage
 from gateway.errors import ConfigError
+from gateway.registry import load_registry
 from gateway.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ _CHUNK = 256 * 1024
 _PACKETS_PER_TURN = 2000
 _PUBACK = struct.Struct("!BBH")  # fixed header 0x40, remaining length 2, packet id
 _U16 = struct.Struct("!H")
+_SUBSCRIBE_CHUNK = 500
 _OK = paho_mqtt.MQTTErrorCode.MQTT_ERR_SUCCESS
 
 
@@ -81,24 +83,47 @@ class SitePartition:
 
     Mosquitto's shared subscriptions hand each message to any member, so a site's
     readings would be scattered over gateways and no detector would see a whole
-    site. Instead every gateway subscribes to the full stream (no ``$share``) and
-    keeps the sites whose ``crc32(site_id) % shards == shard``; the others it acks
-    at once, unparsed. A site therefore always reaches the same gateway, and its
-    detector state lives in one place. See docs/performance.md (scale-out).
+    site. A partition gives each site to exactly one gateway, the one with
+    ``crc32(site_id) % shards == shard``, so its detector state lives in one place:
+
+    * with ``sites`` (the registry's site ids), the gateway subscribes only to its
+      own sites' topics: the broker sends each message to one gateway, as with
+      ``$share``. A site missing from the registry is heard by no gateway; with
+      the shipped ACL such a site has no logins, so nothing is lost.
+    * without ``sites``, every gateway subscribes to the whole stream and acks
+      other shards' messages at once, unparsed: every topic is covered, at the cost
+      of each gateway reading the full stream.
+
+    See docs/performance.md (scale-out) for the figures of both.
     """
 
     shard: int
     shards: int
+    sites: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.shard < self.shards:
             raise ConfigError(f"shard {self.shard} is not in 0..{self.shards - 1}")
 
+    def owns_site(self, site_id: str) -> bool:
+        """True when this gateway handles ``site_id``."""
+        return zlib.crc32(site_id.encode()) % self.shards == self.shard
+
     def owns(self, topic: str) -> bool:
         """True when this gateway handles ``topic`` (keyed on its site level)."""
         parts = topic.split("/", 3)
-        key = parts[2] if len(parts) > 3 else topic  # off-contract topics: whole topic
-        return zlib.crc32(key.encode()) % self.shards == self.shard
+        return self.owns_site(parts[2] if len(parts) > 3 else topic)
+
+    def topics(self) -> list[str]:
+        """The topic filters to subscribe to."""
+        if not self.sites:
+            return list(SUBSCRIPTIONS)
+        return [
+            f"{TOPIC_ROOT}/{site}/+/{channel}"
+            for site in sorted(self.sites)
+            if self.owns_site(site)
+            for channel in ("telemetry", "status")
+        ]
 
 
 class _FastPath:
@@ -277,7 +302,10 @@ class MqttSource:
             shards = getattr(settings, "mqtt_shards", 1) or 1
             shard = getattr(settings, "mqtt_shard", None)
             if shard is not None and shards > 1:
-                partition = SitePartition(shard, shards)
+                sites: tuple[str, ...] = ()
+                if not getattr(settings, "mqtt_partition_all_topics", False):
+                    sites = tuple(site.id for site in load_registry(settings.sites_file))
+                partition = SitePartition(shard, shards, sites)
         if partition is not None and settings.mqtt_shared_group:
             raise ConfigError("site partitions and a $share group exclude each other")
         self.partition = partition
@@ -326,6 +354,8 @@ class MqttSource:
         )
 
     def _topics(self) -> list[str]:
+        if self.partition is not None:
+            return self.partition.topics()
         group = self._settings.mqtt_shared_group
         return [f"$share/{group}/{t}" if group else t for t in SUBSCRIPTIONS]
 
@@ -341,14 +371,24 @@ class MqttSource:
                 receive = self._receiver(self._generation)
                 # Installed before connecting: a persistent session's queued messages
                 # follow the CONNACK at once, and must all reach the handler.
-                owns = self.partition.owns if self.partition is not None else None
+                # Per-site subscriptions deliver only our sites; no filter needed.
+                owns = (
+                    self.partition.owns
+                    if self.partition is not None and not self.partition.sites
+                    else None
+                )
                 self._fast = _FastPath(client, receive, owns)
                 async with client:
                     self._client = client
-                    await client.subscribe([(t, SubscribeOptions(qos=1)) for t in self._topics()])
+                    topics = self._topics()
+                    # Chunks keep each SUBSCRIBE under the broker's max_packet_size
+                    # (a partition of a large registry has thousands of filters).
+                    for i in range(0, len(topics), _SUBSCRIBE_CHUNK):
+                        chunk = topics[i : i + _SUBSCRIBE_CHUNK]
+                        await client.subscribe([(t, SubscribeOptions(qos=1)) for t in chunk])
                     self._set_connected(True)
                     delay = 0.5
-                    log.info("subscribed to %s", self._topics())
+                    log.info("subscribed to %d filters, e.g. %s", len(topics), topics[:2])
                     # Messages go straight to the handler (see _FastPath); this mostly
                     # waits for the connection to end, which raises MqttError.
                     async for message in client.messages:  # pragma: no cover - fallback
