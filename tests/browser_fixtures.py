@@ -240,7 +240,11 @@ def csrf_of(html: str) -> str:
 def simulated_messages(
     registry: SiteRegistry, site_ids: list[str], hours: float, scenario: str = "normal_winter_grade"
 ) -> list[tuple[str, bytes]]:
-    """The last ``hours`` of simulated homes at these registry sites, ending now."""
+    """The last ``hours`` of simulated homes at these registry sites, ending now.
+
+    ``firmware_sim`` models each registry site's own pit, pump and line (its
+    installation taken as the truth) under the scenario's weather, inflow and faults.
+    """
     from firmware_sim.offline import build_simulation, registry_homes
     from firmware_sim.scenario import load_scenario
 
@@ -256,18 +260,25 @@ def simulated_messages(
     return [(m.topic, m.payload) for m in sim.messages() if m.topic.endswith("/telemetry")]
 
 
-async def feed_homes(live: LiveApp, site_ids: list[str], hours: float = 1.0) -> int:
-    """Publish simulated history of the sites through Mosquitto and wait until stored."""
-    messages = simulated_messages(live.runtime.registry, site_ids, hours)
+async def publish_messages(live: LiveApp, messages: list[tuple[str, bytes]]) -> None:
+    """Publish through Mosquitto and wait until the gateway stored them all."""
     before = await live.runtime.store.count()
     await asyncio.to_thread(
-        publish, live.broker.host, live.broker.port, messages, client_id="sim-history"
+        publish, live.broker.host, live.broker.port, messages, client_id="sim-homes"
     )
 
     async def stored() -> bool:
         return await live.runtime.store.count() >= before + len(messages)
 
     await wait_until(stored, timeout=60)
+
+
+async def feed_homes(
+    live: LiveApp, site_ids: list[str], hours: float = 1.0, scenario: str = "normal_winter_grade"
+) -> int:
+    """Publish the simulated last ``hours`` of the sites and wait until stored."""
+    messages = simulated_messages(live.runtime.registry, site_ids, hours, scenario)
+    await publish_messages(live, messages)
     return len(messages)
 
 

@@ -6,13 +6,22 @@ the app served by uvicorn over a live pipeline (real Mosquitto, simulated homes)
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 import pytest
 from playwright.async_api import expect
 
-from tests.browser_fixtures import LiveApp, browser_login, feed_homes, publish_pit, shot
+from tests.browser_fixtures import (
+    LiveApp,
+    browser_login,
+    feed_homes,
+    publish_messages,
+    publish_pit,
+    shot,
+    simulated_messages,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -59,13 +68,25 @@ async def test_the_homeowner_page_renders_charts_with_data_and_updates_live(
 async def test_a_high_water_alert_appears_on_the_homeowner_page_and_can_be_acknowledged(
     live_app: LiveApp, browser_context: Any
 ) -> None:
-    await feed_homes(live_app, ["elm-16"], hours=0.25)
+    # The simulator's failing-pump scenario at 16 Elm St: the motor dies and the pit
+    # fills. The page is opened before the water reaches the alarm mark.
+    messages = simulated_messages(
+        live_app.runtime.registry, ["elm-16"], hours=2.5, scenario="pump_failure_high_water"
+    )
+    alarm_cm = live_app.runtime.registry.require("elm-16").pit.alarm_cm
+    first_high = next(
+        i
+        for i, (topic, payload) in enumerate(messages)
+        if topic.endswith("/pit/telemetry")
+        and json.loads(payload)["readings"]["level_cm"] >= alarm_cm
+    )
+    await publish_messages(live_app, messages[:first_high])
     page = await browser_context.new_page()
     await browser_login(page, live_app, "elm16")
     await page.wait_for_selector("#live.on", timeout=TIMEOUT_MS)
     assert await page.locator(".alert[data-rule='high_water']").count() == 0
 
-    await publish_pit(live_app, "elm-16", [58.0, 60.0, 61.0])  # alarm mark: 55 cm
+    await publish_messages(live_app, messages[first_high:])
     alert = page.locator(".alert[data-rule='high_water']")
     await alert.wait_for(timeout=TIMEOUT_MS)
     assert await page.get_attribute("[data-testid=status]", "data-state") == "problem"
@@ -153,9 +174,7 @@ async def test_a_homeowner_cannot_reach_another_site(
     assert statuses == [404, 404, 404, 404, 404]
 
 
-async def test_the_login_page_says_what_went_wrong(
-    live_app: LiveApp, browser_context: Any
-) -> None:
+async def test_the_login_page_says_what_went_wrong(live_app: LiveApp, browser_context: Any) -> None:
     page = await browser_context.new_page()
     await page.goto(f"{live_app.base_url}/site/elm-16")
     assert "/login" in page.url
@@ -166,9 +185,7 @@ async def test_the_login_page_says_what_went_wrong(
     await shot(page, "login-error")
 
 
-async def test_the_unit_switch_shows_metric_values(
-    live_app: LiveApp, browser_context: Any
-) -> None:
+async def test_the_unit_switch_shows_metric_values(live_app: LiveApp, browser_context: Any) -> None:
     await publish_pit(live_app, "elm-16", [25.4])
     page = await browser_context.new_page()
     await browser_login(page, live_app, "elm16")

@@ -45,6 +45,7 @@ def test_us_customary_is_the_default_and_metric_is_exact() -> None:
     assert fmt("temperature", -3.25, "metric") == "-3.2°C"
     assert fmt("distance", 10, "metric") == "3.0 m"
     assert fmt("level", None, "us") == "—"
+    assert fmt("pressure", -0.01, "us") == "0.0 psi"  # no "-0.0" from sensor noise
     assert convert("flow", 10.0, "metric") == 10.0
 
 

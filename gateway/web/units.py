@@ -80,6 +80,7 @@ def fmt(quantity: str, value: float | None, units: UnitSystem) -> str:
         return "—"
     q = QUANTITIES[quantity]
     digits = q.us_digits if units == "us" else q.metric_digits
-    number = f"{convert(quantity, value, units):,.{digits}f}"
+    shown = round(convert(quantity, value, units), digits)
+    number = f"{shown + 0.0:,.{digits}f}"  # + 0.0 turns -0.0 into 0.0
     sep = "" if unit(quantity, units).startswith("°") else " "
     return f"{number}{sep}{unit(quantity, units)}"
