@@ -46,7 +46,9 @@ async def _fingerprint(runtime: Any, site_ids: list[str]) -> tuple[Any, ...]:
             (a.id, a.state, a.updated_at)
             for a in await sources.live_alerts(runtime, site_id=site_id)
         ]
-    findings = [(f.id, f.updated_at, f.level) for f in sources.open_findings(runtime, site_ids)]
+    findings = [
+        (f.id, f.updated_at, f.level) for f in await sources.open_findings(runtime, site_ids)
+    ]
     return (tuple(parts), tuple(sorted(alerts)), tuple(sorted(findings)))
 
 

@@ -50,14 +50,18 @@ def audit(runtime: Any, site: SiteConfig) -> list[AuditItem]:
     return [] if pack is None else audit_site(site, pack)
 
 
-def open_findings(runtime: Any, site_ids: Iterable[str] | None = None) -> list[Finding]:
-    """Open findings held by the rules engine (empty when no engine is wired)."""
-    engine = getattr(runtime, "engine", None) or getattr(runtime.pipeline, "detectors", None)
-    getter = getattr(engine, "open_findings", None)
-    if getter is None:
-        return []
+async def open_findings(runtime: Any, site_ids: Iterable[str] | None = None) -> list[Finding]:
+    """Open findings: from the finding repository (the record every gateway process
+    shares), else from the rules engine's memory, else none."""
     wanted = None if site_ids is None else set(site_ids)
-    return [f for f in getter() if wanted is None or f.site_id in wanted]
+    repo = getattr(runtime, "findings", None)
+    if repo is not None:
+        found: list[Finding] = await repo.open_findings()
+    else:
+        engine = getattr(runtime, "engine", None) or getattr(runtime.pipeline, "detectors", None)
+        getter = getattr(engine, "open_findings", None)
+        found = list(getter()) if getter is not None else []
+    return [f for f in found if wanted is None or f.site_id in wanted]
 
 
 def alerts_enabled(runtime: Any) -> bool:

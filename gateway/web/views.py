@@ -355,7 +355,7 @@ async def site_overview(
     now = now or datetime.now(UTC)
     pack = sources.pack_of(runtime, site)
     latest: dict[str, Reading] = await runtime.store.latest(site.id)
-    findings = sources.open_findings(runtime, [site.id])
+    findings = await sources.open_findings(runtime, [site.id])
     alerts = await sources.live_alerts(runtime, site_id=site.id)
     audit_items = sources.audit(runtime, site)
     factor = runtime.settings.silence_factor
@@ -526,7 +526,7 @@ async def console_view(
     """Every site of a jurisdiction with its status, alerts and audit."""
     now = now or datetime.now(UTC)
     pack = sources.packs(runtime).get(jurisdiction)
-    findings = sources.open_findings(runtime, [s.id for s in sites])
+    findings = await sources.open_findings(runtime, [s.id for s in sites])
     alerts = await sources.live_alerts(runtime, jurisdiction=jurisdiction)
     by_id = {s.id: s for s in sites}
     factor = runtime.settings.silence_factor
