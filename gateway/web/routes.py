@@ -18,7 +18,7 @@ from fastapi.routing import iter_route_contexts
 from sse_starlette import EventSourceResponse
 
 from alerts.models import Alert, InvalidTransition
-from gateway.accounts.access import PrincipalDep, ScopeDep
+from gateway.accounts.access import PrincipalDep, ScopeDep, StaffDep
 from gateway.accounts.models import Principal
 from gateway.errors import NotFound
 from gateway.registry import SiteConfig
@@ -246,21 +246,15 @@ async def ack_alert(
     return _answer(request, alert, back)
 
 
-def _require_staff(principal: Principal) -> None:
-    if not principal.is_staff:
-        raise HTTPException(403, detail="only public works can assign or resolve alerts")
-
-
 @router.post("/ui/alerts/{alert_id}/assign")
 async def assign_alert(
     request: Request,
     alert_id: str,
-    principal: PrincipalDep,
+    _staff: StaffDep,
     assignee: Annotated[str, Form(max_length=200)] = "",
     back: Annotated[str, Form(max_length=500)] = "/",
 ) -> Response:
     """Assign an alert to someone at public works (staff only)."""
-    _require_staff(principal)
     alert = await _act(
         request, _manager(request).assign(alert_id, assignee=assignee.strip() or None)
     )
@@ -271,14 +265,13 @@ async def assign_alert(
 async def resolve_alert(
     request: Request,
     alert_id: str,
-    principal: PrincipalDep,
+    staff: StaffDep,
     note: Annotated[str, Form(max_length=2000)] = "",
     back: Annotated[str, Form(max_length=500)] = "/",
 ) -> Response:
     """Resolve an alert by hand, with a note (staff only)."""
-    _require_staff(principal)
     alert = await _act(
         request,
-        _manager(request).resolve(alert_id, by=principal.username, note=note or None),
+        _manager(request).resolve(alert_id, by=staff.username, note=note or None),
     )
     return _answer(request, alert, back)
