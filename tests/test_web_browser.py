@@ -227,3 +227,16 @@ async def test_an_administrator_is_offered_every_console_and_site(
     assert links == len({s.jurisdiction for s in live_app.runtime.registry})
     assert await page.locator("a[href^='/site/']").count() == len(live_app.runtime.registry)
     await shot(page, "admin-home")
+
+
+async def test_a_site_without_readings_says_what_to_do(
+    live_app: LiveApp, browser_context: Any
+) -> None:
+    page = await browser_context.new_page()
+    await browser_login(page, live_app, "oak5")
+    assert page.url.endswith("/site/oak-5")
+    await expect(page.locator("[data-testid=status] h2")).to_have_text("No readings yet")
+    assert "sensors are plugged in" in await page.inner_text("[data-testid=status]")
+    await page.wait_for_selector("body[data-charts-ready='24h']", timeout=TIMEOUT_MS)
+    assert await page.is_visible("#charts-empty")
+    await shot(page, "homeowner-no-data")

@@ -70,7 +70,7 @@
         scales: {
           x: { ...xAxis(view.range, tz), min: firstX(), max: view.end_ms, offset: false },
           y: { title: { display: true, text: chart.unit }, beginAtZero: bars || name === "level",
-               suggestedMin: name === "flow" ? 0 : undefined },
+               min: name === "flow" ? 0 : undefined },
         },
         plugins: {
           legend: { display: !bars, labels: { boxWidth: 12 } },
