@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from rich.console import Console
 
 from firmware_sim.cli import plot as plot_scenario
 from firmware_sim.cli import simulate
+from gateway.accounts.cli import user_app
 from gateway.reports.cli import report_app
 from gateway.rules import cli as rules_cli
 from gateway.settings import REPO_DIR, Settings, load_settings
@@ -98,12 +100,16 @@ def demo(
     sites: Annotated[Path, typer.Option(help="Site registry")] = REPO_DIR
     / "deploy"
     / "sites.example.toml",
+    users: Annotated[Path, typer.Option(help="Demo accounts to create")] = REPO_DIR
+    / "deploy"
+    / "users.example.toml",
     embedded_broker: Annotated[
         bool, typer.Option(help="Use the embedded amqtt broker even if Mosquitto is installed")
     ] = False,
     verbose: bool = False,
 ) -> None:
     """Broker + simulated homes + gateway + dashboard, in one command. Ctrl-C stops all."""
+    from gateway.accounts.seed import describe_seed, load_seed
     from gateway.broker import free_port, start_broker
 
     _logging(verbose)
@@ -135,8 +141,14 @@ def demo(
         mqtt_protocol="5" if broker.protocol == "5" else "3.1.1",
         api_port=api_port,
         mqtt_client_id=f"sumpwatch-demo-{broker.port}",
+        auth_enabled=True,
+        users_file=users,
+        secret_key=secrets.token_urlsafe(32),
     )
     console.print(f"[bold green]SumpWatch demo[/]: http://127.0.0.1:{api_port}/  (Ctrl-C to stop)")
+    console.print("Sign in as (demo accounts, from deploy/users.example.toml):")
+    for line in describe_seed(load_seed(users)):
+        console.print(f"  {line}")
     try:
         serve(settings, log_level="warning")
     except KeyboardInterrupt:
@@ -171,6 +183,7 @@ app.command("audit")(rules_cli.audit)
 app.command("replay")(rules_cli.replay)
 app.command("score")(rules_cli.score)
 app.add_typer(report_app, name="report")
+app.add_typer(user_app, name="user")
 
 
 def main() -> None:

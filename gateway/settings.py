@@ -82,7 +82,13 @@ class Settings(BaseSettings):
     secret_key: SecretStr = Field(
         SecretStr("change-me-in-production"), description="Signs session cookies"
     )
-    auth_enabled: bool = Field(False, description="Require login/API token on every endpoint")
+    auth_enabled: bool = Field(
+        False, description="Require login/API token on every endpoint but /health"
+    )
+    users_file: Path | None = Field(None, description="Accounts created at start if missing")
+    cookie_secure: bool | None = Field(
+        None, description="Force the Secure cookie flag (default: when the request is HTTPS)"
+    )
 
     # Alerts (routing file: docs/alerts.md; secrets only from the environment)
     alerts_file: Path | None = Field(None, description="Alert routing TOML")

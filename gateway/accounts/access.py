@@ -36,6 +36,7 @@ from starlette.types import Scope as Scope_
 from gateway.accounts.models import OPEN_ACCESS, Principal, Role, Scope
 from gateway.accounts.store import TOKEN_PREFIX, AccountStore
 from gateway.errors import NotFound
+from gateway.settings import Settings
 
 SESSION_COOKIE = "sumpwatch_session"
 CSRF_HEADER = "x-csrf-token"
@@ -67,8 +68,8 @@ def accounts_of(request: Request) -> AccountStore:
 
 def auth_enabled(request: Request) -> bool:
     """Whether ``settings.auth_enabled`` is on for this app."""
-    settings = getattr(request.app.state, "settings", None)
-    return bool(getattr(settings, "auth_enabled", False))
+    settings: Settings = request.app.state.settings
+    return settings.auth_enabled
 
 
 async def _site_of_site(request: Request, site_id: str) -> str:

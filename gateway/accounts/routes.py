@@ -29,7 +29,7 @@ LOGIN_CSRF_COOKIE = "sumpwatch_login_csrf"
 
 
 def _secure(request: Request) -> bool:
-    forced = getattr(request.app.state.settings, "cookie_secure", None)
+    forced = request.app.state.settings.cookie_secure
     return bool(forced) if forced is not None else request.url.scheme == "https"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
@@ -59,7 +58,7 @@ async def open_accounts(app: FastAPI, runtime: Runtime, settings: Settings) -> A
     store = AccountStore(runtime.db, settings.secret_key.get_secret_value())
     await store.open()
     app.state.accounts = store
-    users_file: Path | None = getattr(settings, "users_file", None)
+    users_file = settings.users_file
     if users_file is not None:
         created = await seed_users(store, load_seed(users_file))
         for user in created:
