@@ -19,7 +19,7 @@ import httpx
 import pytest
 import tomli_w
 from fastapi import Depends, FastAPI
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from gateway.accounts.access import access_control
 from gateway.contract import NodeKind
@@ -35,8 +35,10 @@ from gateway.settings import Settings
 from gateway.store.base import Rollup
 from gateway.store.database import SqliteDatabase
 from gateway.store.sqlite import SqliteStore
+from gateway.units import convert
 
 SEASON = "2026-2027"
+OUTLET_L = 48 * 5.0  # h1's outlet: 48 hourly rollups of 5 L
 START = datetime(2026, 11, 15, 6, tzinfo=UTC)  # Edgar season start, local midnight
 SITES = [
     {
@@ -130,15 +132,32 @@ async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     await db.close()
 
 
-async def test_api_returns_the_site_csv_as_an_attachment(client: httpx.AsyncClient) -> None:
+async def test_api_returns_the_site_csv_as_an_attachment_in_gallons_by_default(
+    client: httpx.AsyncClient,
+) -> None:
     r = await client.get(f"/reports/winter?season={SEASON}&site=h1&format=csv")
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/csv")
     assert r.headers["content-disposition"] == 'attachment; filename="winter-2026-2027-site-h1.csv"'
     rows = list(csv.DictReader(io.StringIO(r.text)))
     assert rows[-1]["date"] == "TOTAL"
-    assert float(rows[-1]["outlet_volume_l"]) == 48 * 5.0
+    assert "outlet_volume_l" not in rows[-1]
+    assert float(rows[-1]["outlet_volume_gal"]) == round(convert("volume", OUTLET_L, "us"), 1)
     assert rows[-1]["violation_day"] != "0"
+
+
+async def test_api_gives_litres_and_celsius_with_units_metric(client: httpx.AsyncClient) -> None:
+    r = await client.get(f"/reports/winter?season={SEASON}&site=h1&format=csv&units=metric")
+    assert r.status_code == 200
+    header = r.text.splitlines()[0].split(",")
+    assert "outlet_volume_l" in header and "air_min_c" in header
+    assert not any(c.endswith("_gal") or c.endswith("_f") for c in header)
+    assert float(list(csv.DictReader(io.StringIO(r.text)))[-1]["outlet_volume_l"]) == OUTLET_L
+
+
+async def test_api_refuses_an_unknown_unit_system(client: httpx.AsyncClient) -> None:
+    r = await client.get(f"/reports/winter?season={SEASON}&site=h1&format=csv&units=imperial")
+    assert r.status_code == 422
 
 
 async def test_api_returns_a_pdf_and_a_village_html_page(client: httpx.AsyncClient) -> None:
@@ -161,41 +180,43 @@ async def test_api_refuses_unknown_sites_bad_seasons_and_double_scopes(
     assert fmt.status_code == 422
 
 
-def test_cli_writes_the_report_named_by_its_scope_into_a_folder(tmp_path: Path) -> None:
+def _report_cli(tmp_path: Path, *args: str) -> Result:
+    """``sumpwatch report winter --season SEASON <args>`` over a populated data dir."""
     sites_file = asyncio.run(_populate(tmp_path / "data"))
+    deployment = ["--data-dir", str(tmp_path / "data"), "--sites", str(sites_file)]
+    return CliRunner().invoke(report_app, ["winter", "--season", SEASON, *args, *deployment])
+
+
+def test_cli_writes_the_report_named_by_its_scope_into_a_folder(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    result = CliRunner().invoke(
-        report_app,
-        [
-            "winter",
-            "--season", SEASON,
-            "--jurisdiction", "edgar",
-            "--format", "csv",
-            "--out", str(out),
-            "--data-dir", str(tmp_path / "data"),
-            "--sites", str(sites_file),
-        ],
-    )  # fmt: skip
+    result = _report_cli(tmp_path, "--jurisdiction", "edgar", "--format", "csv", "--out", str(out))
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader((out / "winter-2026-2027-edgar.csv").open()))
     assert [r["site_id"] for r in rows] == ["h1", "TOTAL"]
     assert rows[0]["status"] == "violation" and rows[0]["recommendation"] == "order"
 
 
+def test_cli_writes_metric_reports_with_units_metric(tmp_path: Path) -> None:
+    out = tmp_path / "h1.csv"
+    result = _report_cli(
+        tmp_path, "--site", "h1", "--format", "csv", "--units", "metric", "--out", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(out.open()))
+    assert float(rows[-1]["outlet_volume_l"]) == OUTLET_L
+
+
+def test_cli_refuses_an_unknown_unit_system_and_writes_nothing(tmp_path: Path) -> None:
+    result = _report_cli(
+        tmp_path, "--site", "h1", "--units", "imperial", "--out", str(tmp_path / "x.pdf")
+    )
+    assert result.exit_code == 2
+    assert not (tmp_path / "x.pdf").exists()
+
+
 def test_cli_reports_an_unknown_site_as_an_error(tmp_path: Path) -> None:
-    sites_file = asyncio.run(_populate(tmp_path / "data"))
-    result = CliRunner().invoke(
-        report_app,
-        [
-            "winter",
-            "--season", SEASON,
-            "--site", "nope",
-            "--out", str(tmp_path / "x.pdf"),
-            "--data-dir", str(tmp_path / "data"),
-            "--sites", str(sites_file),
-        ],
-    )  # fmt: skip
+    result = _report_cli(tmp_path, "--site", "nope", "--out", str(tmp_path / "x.pdf"))
     assert result.exit_code == 2
     assert not (tmp_path / "x.pdf").exists()
 
@@ -260,7 +281,8 @@ async def test_scheduled_reports_are_written_once_and_cut_at_the_month_boundary(
     site_file = out / "winter-2026-2027/edgar/through-2026-12-01/winter-2026-2027-site-h1.csv"
     rows = list(csv.DictReader(site_file.open()))
     assert rows[-2]["date"] == "2026-11-30"  # data through the cut, not "now"
-    assert float(rows[-1]["outlet_volume_l"]) == 48 * 5.0
+    # Filed for the clerk in the default, US customary units.
+    assert float(rows[-1]["outlet_volume_gal"]) == round(convert("volume", OUTLET_L, "us"), 1)
     assert await run_schedule_once(sources, out, now=now, formats=("csv", "html")) == []
     assert (site_file.with_suffix(".html")).read_text().startswith("<!doctype html>")
 

@@ -43,6 +43,7 @@ from gateway.rules.pack import PACKS_DIR, load_packs
 from gateway.rules.repository import FindingRepository
 from gateway.store.database import SqliteDatabase
 from gateway.store.sqlite import SqliteStore
+from gateway.units import UnitSystem, convert
 from gateway.validate import Validator
 
 SEASON = "2026-2027"
@@ -233,22 +234,40 @@ async def test_alert_acknowledgement_times_come_from_the_alert_store(
     assert acked[0].acknowledged_by == "clerk"
 
 
-async def test_site_csv_totals_equal_the_store_rollups(sources: ReportSources) -> None:
+def _in(units: UnitSystem, litres: float) -> float:
+    """The store's litres as the CSV writes them: the shared conversion, one decimal."""
+    return round(convert("volume", litres, units), 1)
+
+
+@pytest.mark.parametrize(("units", "vol"), [("us", "gal"), ("metric", "l")])
+async def test_site_csv_totals_equal_the_store_rollups(
+    sources: ReportSources, units: UnitSystem, vol: str
+) -> None:
     site = sources.registry.require("icy")
     report = await assemble_site_report(sources, "icy", SEASON, now=NOW)
     rollups = await sources.store.rollups("icy", "1h", report.period.start, report.period.end)
     cycles = sum(r.pump_cycles for r in rollups)
     outlet = sum(r.pumped_volume_l for r in rollups)
     band_l = (site.pit.pump_on_cm - site.pit.pump_off_cm) * site.pit.area_cm2 / 1000
-    rows = list(csv.DictReader(io.StringIO(site_csv(report))))
+    rows = list(csv.DictReader(io.StringIO(site_csv(report, units))))
     total = rows[-1]
     assert total["date"] == "TOTAL"
     assert len(rows) == 1 + report.period.n_days
     assert int(total["pump_cycles"]) == cycles > 0
-    assert float(total["outlet_volume_l"]) == round(outlet, 1)
-    assert float(total["pit_volume_l"]) == round(cycles * band_l, 1)
-    assert float(total["to_grade_l"]) == round(outlet, 1)
+    assert float(total[f"outlet_volume_{vol}"]) == _in(units, outlet)
+    assert float(total[f"pit_volume_{vol}"]) == _in(units, cycles * band_l)
+    assert float(total[f"to_grade_{vol}"]) == _in(units, outlet)
     assert sum(int(r["pump_cycles"]) for r in rows[:-1]) == cycles
+
+
+async def test_site_csv_gives_air_temperatures_in_fahrenheit_by_default(
+    sources: ReportSources,
+) -> None:
+    report = await assemble_site_report(sources, "icy", SEASON, now=NOW)
+    coldest = min(d.air_min_c for d in report.days if d.air_min_c is not None)
+    total = list(csv.DictReader(io.StringIO(site_csv(report))))[-1]
+    assert "air_min_c" not in total
+    assert float(total["air_min_f"]) == round(coldest * 9 / 5 + 32, 1)
 
 
 async def test_village_csv_totals_equal_the_store_and_order_the_hose_home_first(
@@ -266,7 +285,9 @@ async def test_village_csv_totals_equal_the_store_and_order_the_hose_home_first(
             outlet += r.pumped_volume_l
     rows = list(csv.DictReader(io.StringIO(village_csv(report))))
     assert rows[-1]["site_id"] == "TOTAL"
-    assert float(rows[-1]["outlet_volume_l"]) == round(outlet, 1)
+    assert float(rows[-1]["outlet_volume_gal"]) == _in("us", outlet)
+    metric = list(csv.DictReader(io.StringIO(village_csv(report, "metric"))))
+    assert float(metric[-1]["outlet_volume_l"]) == _in("metric", outlet)
     assert report.totals.icing_days >= 1
     assert report.weeks and sum(w.outlet_volume_l for w in report.weeks) == pytest.approx(outlet)
 
@@ -312,3 +333,44 @@ async def test_village_pdf_and_html_render(sources: ReportSources, tmp_path: Pat
     assert page.startswith("<!doctype html>")
     assert "hose" in page and "data:image/png;base64," in page
     assert html.filename == "winter-2026-2027-edgar.html"
+
+
+def _pdf_text(pdf: bytes, folder: Path, name: str) -> str:
+    path = folder / f"{name}.pdf"
+    path.write_bytes(pdf)
+    return subprocess.run(
+        ["pdftotext", "-layout", str(path), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+
+
+async def test_site_pdf_is_in_gallons_and_fahrenheit_by_default_and_metric_on_request(
+    sources: ReportSources, tmp_path: Path
+) -> None:
+    report = await assemble_site_report(sources, "icy", SEASON, now=NOW)
+    us = await build_winter_report(sources, SEASON, "pdf", site="icy", now=NOW)
+    metric = await build_winter_report(sources, SEASON, "pdf", site="icy", now=NOW, units="metric")
+    us_text = await asyncio.to_thread(_pdf_text, us.content, tmp_path, "us")
+    metric_text = await asyncio.to_thread(_pdf_text, metric.content, tmp_path, "metric")
+    season_gal = f"{convert('volume', report.totals.outlet_volume_l, 'us'):,.0f} gal"
+    season_l = f"{report.totals.outlet_volume_l:,.0f} L"
+    assert season_gal in us_text and "°F" in us_text
+    assert season_l not in us_text and "°C" not in us_text
+    assert season_l in metric_text and "°C" in metric_text
+    assert " gal" not in metric_text and "°F" not in metric_text
+
+
+async def test_village_totals_are_in_thousands_of_gallons_or_cubic_metres(
+    sources: ReportSources,
+) -> None:
+    report = await assemble_village_report(sources, SEASON, jurisdiction="edgar", now=NOW)
+    kgal = convert("volume_large", report.totals.outlet_volume_l, "us")
+    us = await build_winter_report(sources, SEASON, "html", jurisdiction="edgar", now=NOW)
+    assert f"{kgal:,.1f} thousand gal" in us.content.decode()
+    metric = await build_winter_report(
+        sources, SEASON, "html", jurisdiction="edgar", now=NOW, units="metric"
+    )
+    assert f"{report.totals.outlet_volume_l / 1000:,.1f} m³" in metric.content.decode()

@@ -16,6 +16,7 @@ from gateway.contract import NodeKind
 from gateway.domain import Citation, Finding, Severity
 from gateway.errors import ConfigError
 from gateway.registry.models import SiteConfig, SiteRegistry
+from gateway.reports import text
 from gateway.reports.assemble import assemble_site_report
 from gateway.reports.models import ComplianceStatus, Coverage, Gap
 from gateway.reports.penalties import estimate_penalties, most_within
@@ -27,6 +28,7 @@ from gateway.rules.pack import load_packs
 from gateway.store.base import FieldStats, Rollup
 from gateway.store.database import SqliteDatabase
 from gateway.store.sqlite import SqliteStore
+from gateway.units import UNIT_SYSTEMS, fmt
 
 PACKS = load_packs()
 CHICAGO = "America/Chicago"
@@ -218,6 +220,12 @@ async def test_pumped_water_missing_at_the_outlet_is_counted_as_sanitary_suspect
     assert day.sanitary_l == pytest.approx(5 * 2 * BAND_L)
     assert day.grade_l == pytest.approx(19 * 2 * BAND_L)
     assert report.compliance.status is ComplianceStatus.ATTENTION  # no finding, but water missing
+    # The statement names the missing volume in the reader's units; the data keeps litres.
+    assert report.compliance.volume_l == pytest.approx(day.sanitary_l)
+    gallons = fmt("volume", day.sanitary_l, "us")
+    assert f"{gallons} of pumped water not seen" in text.statement(report.compliance, "us")
+    litres = fmt("volume", day.sanitary_l, "metric")
+    assert f"{litres} of pumped water not seen" in text.statement(report.compliance, "metric")
 
 
 async def test_a_cycle_split_across_an_hour_boundary_is_not_suspected(store: SqliteStore) -> None:
@@ -307,8 +315,51 @@ async def test_a_season_not_yet_started_still_renders_in_every_format(store: Sql
     report = await assemble_site_report(_sources(store, _site()), "h1", "2026-2027", now=before)
     assert report.days == () and report.coverage.period_hours == 0
     assert report.compliance.status is ComplianceStatus.INSUFFICIENT_DATA
-    for fmt in FORMATS:
-        assert render(report, fmt)
+    for fmt_ in FORMATS:
+        for units in UNIT_SYSTEMS:
+            assert render(report, fmt_, units)
+
+
+def test_render_refuses_an_unknown_unit_system() -> None:
+    with pytest.raises(ConfigError, match="units"):
+        render(None, "csv", "imperial")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ units
+
+
+def test_evidence_values_are_converted_by_the_unit_in_their_name() -> None:
+    evidence = {
+        "air_temp_c": -12.8,
+        "volume_l_window": 378.5411784,
+        "distance_ft": 6,
+        "flow_lpm": 37.85411784,
+        "pressure_kpa": 68.94757293,
+        "level_cm": 25.4,
+        "in_season": True,
+    }
+    assert text.evidence_text(evidence, "us") == (
+        "air temp: 9°F; volume window: 100 gal; distance: 6 ft; flow: 10.0 gpm; "
+        "pressure: 10.0 psi; level: 10.0 in; in season: True"
+    )
+    assert text.evidence_text({"air_temp_c": -12.8, "distance_ft": 10}, "metric") == (
+        "air temp: -12.8°C; distance: 3.0 m"
+    )
+
+
+def test_measurements_in_detector_wording_are_converted_but_citations_are_not() -> None:
+    reasons = ["air -12.8 °C, at or below freezing", "757 L discharged in the last 2 h"]
+    assert text.evidence_text({"reasons": reasons}, "us") == (
+        "reasons: air 9°F, at or below freezing; 200 gal discharged in the last 2 h"
+    )
+    assert text.prose("fines under L.L. 6-2024", "us") == "fines under L.L. 6-2024"
+    assert text.prose(reasons[0], "metric") == reasons[0]
+
+
+def test_big_totals_read_in_thousands_of_gallons_or_cubic_metres() -> None:
+    assert text.large_volume(37_854.11784, "us") == "10.0 thousand gal"
+    assert text.large_volume(12_345.0, "metric") == "12.3 m³"
+    assert text.temp(0.0, "us") == "32°F" and text.temp(None, "us") == "-"
 
 
 def test_a_flaky_sensor_lists_its_longest_gaps_and_sums_the_rest() -> None:

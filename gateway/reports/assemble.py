@@ -32,6 +32,7 @@ from gateway.contract import NodeKind
 from gateway.domain import Citation, Finding
 from gateway.registry.models import DischargeDestination, SiteConfig
 from gateway.reports.models import (
+    VOLUME_SLOT,
     AlertEntry,
     AlertSummary,
     Compliance,
@@ -394,8 +395,10 @@ def _compliance(
                 + ", ".join(sorted({f.title for f in concerns}))
                 + ")"
             )
+        unseen_l: float | None = None
         if totals.sanitary_l > 0 and not any(f.rule_id == "sanitary_discharge" for f in concerns):
-            parts.append(f"{totals.sanitary_l:,.0f} L of pumped water not seen at the outlet")
+            unseen_l = totals.sanitary_l  # worded by the renderer, in the reader's units
+            parts.append(f"{VOLUME_SLOT} of pumped water not seen at the outlet")
         if advisories:
             parts.append(f"{len(advisories)} advisory installation item(s)")
         return Compliance(
@@ -403,6 +406,7 @@ def _compliance(
             "No violation of the ordinance was found, but the season shows "
             + "; ".join(parts)
             + f". ({watched}.)",
+            volume_l=unseen_l,
         )
     if coverage.share < MIN_COVERAGE:
         return Compliance(

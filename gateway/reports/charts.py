@@ -1,8 +1,10 @@
 """Report charts with matplotlib (Agg backend, no display): PNG bytes.
 
 The same PNGs go into the PDF and, base64-encoded, into the HTML, so both show
-the same pictures. Figures are made with the object API (no pyplot state), so
-charts can be drawn from several threads.
+the same pictures. Values and axis labels are in the reader's unit system (the
+report data stays in litres and °C; the conversion happens here). Figures are
+made with the object API (no pyplot state), so charts can be drawn from several
+threads.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import matplotlib.dates as mdates
 from matplotlib.figure import Figure
 
 from gateway.reports.models import DayStats, SiteReport, VillageReport, WeekStats
+from gateway.units import UnitSystem, convert, unit
 
 WIDTH_IN = 7.0
 HEIGHT_IN = 2.6
@@ -68,20 +71,33 @@ def _legend(ax: object, ncols: int) -> None:
     )
 
 
-def volume_by_day(days: Sequence[DayStats], title: str = "Where the water went, by day") -> bytes:
+_VOLUME_AXIS = {"us": "gallons per day", "metric": "litres per day"}
+_WEEK_AXIS = {"us": "thousand gallons per week", "metric": "m³ per week"}
+
+
+def volume_by_day(
+    days: Sequence[DayStats],
+    units: UnitSystem = "us",
+    title: str = "Where the water went, by day",
+) -> bytes:
     """Stacked daily bars (grade / storm / sanitary suspected) and the pit volume."""
+
+    def vol(litres: float) -> float:
+        return convert("volume", litres, units)
+
     fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN))
     ax = fig.add_subplot()
     x = [mdates.date2num(d.day) for d in days]
-    grade = [d.grade_l for d in days]
-    storm = [d.storm_l for d in days]
-    sanitary = [d.sanitary_l for d in days]
+    grade = [vol(d.grade_l) for d in days]
+    storm = [vol(d.storm_l) for d in days]
+    sanitary = [vol(d.sanitary_l) for d in days]
     ax.bar(x, grade, width=0.9, color=GRADE, label="to grade")
     ax.bar(x, storm, width=0.9, bottom=grade, color=STORM, label="to storm sewer")
     base = [g + s for g, s in zip(grade, storm, strict=True)]
     ax.bar(x, sanitary, width=0.9, bottom=base, color=SANITARY, label="sanitary (suspected)")
-    ax.plot(x, [d.pit_volume_l for d in days], color=PIT, linewidth=0.8, label="pumped from pit")
-    ax.set_ylabel("litres per day", fontsize=7)
+    pit = [vol(d.pit_volume_l) for d in days]
+    ax.plot(x, pit, color=PIT, linewidth=0.8, label="pumped from pit")
+    ax.set_ylabel(_VOLUME_AXIS[units], fontsize=7)
     ax.set_title(title, fontsize=9, loc="left")
     _legend(ax, 4)
     _style(ax)
@@ -89,23 +105,34 @@ def volume_by_day(days: Sequence[DayStats], title: str = "Where the water went, 
     return _png(fig)
 
 
-def temperature_by_day(days: Sequence[DayStats]) -> bytes:
+def temperature_by_day(days: Sequence[DayStats], units: UnitSystem = "us") -> bytes:
     """Daily air minimum and maximum, the freezing line, and the icing days."""
+
+    def deg(celsius: float | None) -> float:
+        return float("nan") if celsius is None else convert("temperature", celsius, units)
+
     fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN))
     ax = fig.add_subplot()
     x = [mdates.date2num(d.day) for d in days]
-    lo = [d.air_min_c if d.air_min_c is not None else float("nan") for d in days]
-    hi = [d.air_max_c if d.air_max_c is not None else float("nan") for d in days]
+    lo = [deg(d.air_min_c) for d in days]
+    hi = [deg(d.air_max_c) for d in days]
     ax.fill_between(x, lo, hi, color="#fbd38d", alpha=0.6, label="air min-max")
     ax.plot(x, lo, color="#dd6b20", linewidth=0.8)
-    ax.axhline(0.0, color=STORM, linewidth=0.8, linestyle="--", label="0 °C")
+    freezing = deg(0.0)
+    ax.axhline(
+        freezing,
+        color=STORM,
+        linewidth=0.8,
+        linestyle="--",
+        label=f"freezing ({freezing:g} {unit('temperature', units)})",
+    )
     icing = [d.day for d in days if d.icing]
     for day in icing:
         center = mdates.date2num(day)
         ax.axvspan(center - 0.5, center + 0.5, color=ICE, alpha=0.3, zorder=0, linewidth=0)
     if icing:
         ax.plot([], [], color=ICE, linewidth=6, label="icing finding")
-    ax.set_ylabel("°C", fontsize=7)
+    ax.set_ylabel(unit("temperature", units), fontsize=7)
     ax.set_title("Air temperature and icing days", fontsize=9, loc="left")
     _legend(ax, 3)
     _style(ax)
@@ -113,29 +140,24 @@ def temperature_by_day(days: Sequence[DayStats]) -> bytes:
     return _png(fig)
 
 
-def village_volume_by_week(weeks: Sequence[WeekStats]) -> bytes:
-    """Weekly volume pumped and the part suspected to the sanitary sewer (m³)."""
+def village_volume_by_week(weeks: Sequence[WeekStats], units: UnitSystem = "us") -> bytes:
+    """Weekly volume pumped and the part suspected to the sanitary sewer (kgal or m³)."""
+    x = [mdates.date2num(w.week_start) for w in weeks]
+    outlet = [convert("volume_large", w.outlet_volume_l, units) for w in weeks]
+    sanitary = [convert("volume_large", w.sanitary_l, units) for w in weeks]
     fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN))
     ax = fig.add_subplot()
-    x = [mdates.date2num(w.week_start) for w in weeks]
+    ax.bar(x, outlet, width=6.5, align="edge", color=GRADE, label="at outlets")
     ax.bar(
         x,
-        [w.outlet_volume_l / 1000 for w in weeks],
+        sanitary,
         width=6.5,
         align="edge",
-        color=GRADE,
-        label="at outlets",
-    )
-    ax.bar(
-        x,
-        [w.sanitary_l / 1000 for w in weeks],
-        width=6.5,
-        align="edge",
-        bottom=[w.outlet_volume_l / 1000 for w in weeks],
+        bottom=outlet,
         color=SANITARY,
         label="sanitary (suspected)",
     )
-    ax.set_ylabel("m³ per week", fontsize=7)
+    ax.set_ylabel(_WEEK_AXIS[units], fontsize=7)
     ax.set_title("Volume pumped, by week", fontsize=9, loc="left")
     _legend(ax, 2)
     _style(ax)
@@ -172,18 +194,21 @@ def village_issues_by_week(weeks: Sequence[WeekStats]) -> bytes:
     return _png(fig)
 
 
-def site_charts(report: SiteReport) -> dict[str, bytes]:
-    """The property report's charts by name (none without any day)."""
+def site_charts(report: SiteReport, units: UnitSystem = "us") -> dict[str, bytes]:
+    """The property report's charts by name, in ``units`` (none without any day)."""
     if not report.days:
         return {}
-    return {"volume": volume_by_day(report.days), "temperature": temperature_by_day(report.days)}
+    return {
+        "volume": volume_by_day(report.days, units),
+        "temperature": temperature_by_day(report.days, units),
+    }
 
 
-def village_charts(report: VillageReport) -> dict[str, bytes]:
-    """The village report's charts by name (none without any week)."""
+def village_charts(report: VillageReport, units: UnitSystem = "us") -> dict[str, bytes]:
+    """The village report's charts by name, in ``units`` (none without any week)."""
     if not report.weeks:
         return {}
     return {
-        "volume": village_volume_by_week(report.weeks),
+        "volume": village_volume_by_week(report.weeks, units),
         "issues": village_issues_by_week(report.weeks),
     }

@@ -25,6 +25,7 @@ from gateway.rules.pack import load_packs
 from gateway.settings import Settings, load_settings
 from gateway.store.database import SqliteDatabase
 from gateway.store.factory import make_store
+from gateway.units import UnitSystem, parse_unit_system
 
 report_app = typer.Typer(help="Winter monitoring reports (PDF, HTML, CSV).", no_args_is_help=True)
 console = Console(stderr=True)
@@ -66,11 +67,12 @@ async def write_winter_report(
     site: str | None = None,
     jurisdiction: str | None = None,
     now: datetime | None = None,
+    units: UnitSystem = "us",
 ) -> Path:
     """Build one report and write it to ``out`` (a file, or a folder for the default name)."""
     async with open_sources(settings) as sources:
         rendered = await build_winter_report(
-            sources, season, fmt, site=site, jurisdiction=jurisdiction, now=now
+            sources, season, fmt, site=site, jurisdiction=jurisdiction, now=now, units=units
         )
     is_dir = await asyncio.to_thread(out.is_dir)
     path = out / rendered.filename if is_dir else out
@@ -87,6 +89,9 @@ def winter(
         str | None, typer.Option(help="Village report of one rule pack's sites")
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="pdf, html or csv")] = "pdf",
+    units: Annotated[
+        str, typer.Option(help="us (gallons, °F; the default) or metric (litres, m³, °C)")
+    ] = "us",
     config: Annotated[
         Path | None, typer.Option("--config", "-c", help="Settings TOML file")
     ] = None,
@@ -97,6 +102,11 @@ def winter(
     if fmt not in FORMATS:
         console.print(f"[red]--format must be one of {', '.join(FORMATS)}[/]")
         raise typer.Exit(2)
+    try:
+        unit_system = parse_unit_system(units)
+    except ValueError as exc:
+        console.print(f"[red]--{exc}[/]")
+        raise typer.Exit(2) from exc
     settings = load_settings(config, data_dir=data_dir, sites_file=sites)
     try:
         path = asyncio.run(
@@ -107,6 +117,7 @@ def winter(
                 out,
                 site=site,
                 jurisdiction=jurisdiction,
+                units=unit_system,
             )
         )
     except SumpWatchError as exc:

@@ -6,7 +6,7 @@ renderers all take these objects, so the three outputs always agree.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from enum import StrEnum
@@ -15,6 +15,9 @@ from typing import Any
 from gateway.domain import Citation
 from gateway.reports.season import SeasonPeriod
 from gateway.rules.audit import AuditItem
+
+#: Where a compliance statement names a volume; renderers word it in the reader's units.
+VOLUME_SLOT = "{volume}"
 
 #: Gaps listed one by one in a document; shorter ones beyond this are summed.
 MAX_LISTED_GAPS = 60
@@ -208,11 +211,23 @@ class PenaltyEstimate:
 
 @dataclass(frozen=True, slots=True)
 class Compliance:
-    """The compliance statement of a property for the period."""
+    """The compliance statement of a property for the period.
+
+    The data stays in SI like the rest of the report: a volume the statement
+    names is kept in ``volume_l`` and written by the renderer, not baked into
+    the text in one unit system.
+    """
 
     status: ComplianceStatus
-    statement: str
+    statement: str  # may hold VOLUME_SLOT where ``volume_l`` goes, in the reader's units
     citations: tuple[Citation, ...] = ()
+    volume_l: float | None = None
+
+    def worded(self, volume: Callable[[float], str]) -> str:
+        """The statement with its volume written by ``volume`` (litres -> text)."""
+        if self.volume_l is None:
+            return self.statement
+        return self.statement.replace(VOLUME_SLOT, volume(self.volume_l))
 
 
 @dataclass(frozen=True, slots=True)

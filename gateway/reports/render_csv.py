@@ -1,8 +1,10 @@
 """CSV for spreadsheets: one table, one header row, a TOTAL row at the end.
 
 Per property: one row per local day. Village: one row per site. Numbers are
-plain (no thousands separators or units; the unit is in the column name) and
-the TOTAL row is the sum of the unrounded values, rounded once.
+plain (no thousands separators or units; the unit is in the column name:
+``pit_volume_gal`` / ``air_min_f`` in US customary units, ``pit_volume_l`` /
+``air_min_c`` in metric) and the TOTAL row is the sum of the unrounded values,
+converted and rounded once.
 """
 
 from __future__ import annotations
@@ -13,8 +15,33 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.reports.models import SiteReport, VillageReport
+from gateway.units import UnitSystem, convert
 
-SITE_COLUMNS = (
+#: Column-name suffixes of converted measurements, by unit system.
+_SUFFIX: dict[UnitSystem, dict[str, str]] = {
+    "us": {"volume": "gal", "temperature": "f"},
+    "metric": {"volume": "l", "temperature": "c"},
+}
+#: CSV values keep one decimal in either system (machine-friendly, no thousands separators).
+DIGITS = 1
+
+
+def _columns(names: Sequence[str], units: UnitSystem) -> tuple[str, ...]:
+    """Fill each ``{volume}`` / ``{temperature}`` suffix with the unit system's."""
+    return tuple(name.format(**_SUFFIX[units]) for name in names)
+
+
+def site_columns(units: UnitSystem) -> tuple[str, ...]:
+    """The property CSV's header: ``pit_volume_gal`` ... or ``pit_volume_l`` ..."""
+    return _columns(_SITE_COLUMNS, units)
+
+
+def village_columns(units: UnitSystem) -> tuple[str, ...]:
+    """The village CSV's header in ``units``."""
+    return _columns(_VILLAGE_COLUMNS, units)
+
+
+_SITE_COLUMNS = (
     "site_id",
     "date",
     "hours",
@@ -22,21 +49,21 @@ SITE_COLUMNS = (
     "pump_cycles",
     "pump_on_h",
     "backup_pump_cycles",
-    "pit_volume_l",
-    "outlet_volume_l",
-    "to_grade_l",
-    "to_storm_l",
-    "to_sanitary_suspected_l",
+    "pit_volume_{volume}",
+    "outlet_volume_{volume}",
+    "to_grade_{volume}",
+    "to_storm_{volume}",
+    "to_sanitary_suspected_{volume}",
     "unaccounted_hours",
-    "air_min_c",
-    "air_max_c",
-    "pipe_min_c",
+    "air_min_{temperature}",
+    "air_max_{temperature}",
+    "pipe_min_{temperature}",
     "freezing_hours",
     "freezing_risk_hours",
     "icing_day",
     "violation_day",
 )
-VILLAGE_COLUMNS = (
+_VILLAGE_COLUMNS = (
     "site_id",
     "name",
     "address",
@@ -45,9 +72,9 @@ VILLAGE_COLUMNS = (
     "recommendation",
     "reason",
     "coverage_share",
-    "pit_volume_l",
-    "outlet_volume_l",
-    "to_sanitary_suspected_l",
+    "pit_volume_{volume}",
+    "outlet_volume_{volume}",
+    "to_sanitary_suspected_{volume}",
     "icing_days",
     "violation_days",
     "audit_failures",
@@ -58,8 +85,13 @@ VILLAGE_COLUMNS = (
 )
 
 
-def _r(value: float | None, digits: int = 1) -> Any:
+def _r(value: float | None, digits: int = DIGITS) -> Any:
     return "" if value is None else round(value, digits)
+
+
+def csv_value(quantity: str, value: float | None, units: UnitSystem) -> Any:
+    """A stored (SI) value as the CSV writes it: converted, rounded once to ``DIGITS``."""
+    return "" if value is None else round(convert(quantity, value, units), DIGITS)
 
 
 def _write(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -70,8 +102,15 @@ def _write(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-def site_csv(report: SiteReport) -> str:
-    """Daily rows of one property plus a TOTAL row."""
+def site_csv(report: SiteReport, units: UnitSystem = "us") -> str:
+    """Daily rows of one property plus a TOTAL row, measurements in ``units``."""
+
+    def vol(litres: float) -> Any:
+        return csv_value("volume", litres, units)
+
+    def deg(celsius: float | None) -> Any:
+        return csv_value("temperature", celsius, units)
+
     sid = report.site.site_id
     rows: list[list[Any]] = []
     for d in report.days:
@@ -84,15 +123,15 @@ def site_csv(report: SiteReport) -> str:
                 d.pump_cycles,
                 _r(d.pump_on_s / 3600, 3),
                 d.backup_pump_cycles,
-                _r(d.pit_volume_l),
-                _r(d.outlet_volume_l),
-                _r(d.grade_l),
-                _r(d.storm_l),
-                _r(d.sanitary_l),
+                vol(d.pit_volume_l),
+                vol(d.outlet_volume_l),
+                vol(d.grade_l),
+                vol(d.storm_l),
+                vol(d.sanitary_l),
                 d.unaccounted_hours,
-                _r(d.air_min_c),
-                _r(d.air_max_c),
-                _r(d.pipe_min_c),
+                deg(d.air_min_c),
+                deg(d.air_max_c),
+                deg(d.pipe_min_c),
                 d.freezing_hours,
                 d.freezing_risk_hours,
                 int(d.icing),
@@ -113,26 +152,30 @@ def site_csv(report: SiteReport) -> str:
             t.pump_cycles,
             _r(t.pump_on_h, 3),
             sum(d.backup_pump_cycles for d in days),
-            _r(t.pit_volume_l),
-            _r(t.outlet_volume_l),
-            _r(t.grade_l),
-            _r(t.storm_l),
-            _r(t.sanitary_l),
+            vol(t.pit_volume_l),
+            vol(t.outlet_volume_l),
+            vol(t.grade_l),
+            vol(t.storm_l),
+            vol(t.sanitary_l),
             sum(d.unaccounted_hours for d in days),
-            _r(min(airs_min)) if airs_min else "",
-            _r(max(airs_max)) if airs_max else "",
-            _r(min(pipes)) if pipes else "",
+            deg(min(airs_min)) if airs_min else "",
+            deg(max(airs_max)) if airs_max else "",
+            deg(min(pipes)) if pipes else "",
             t.freezing_hours,
             t.freezing_risk_hours,
             t.icing_days,
             t.violation_days,
         ]
     )
-    return _write(SITE_COLUMNS, rows)
+    return _write(site_columns(units), rows)
 
 
-def village_csv(report: VillageReport) -> str:
-    """One row per site plus a TOTAL row."""
+def village_csv(report: VillageReport, units: UnitSystem = "us") -> str:
+    """One row per site plus a TOTAL row, volumes in ``units``."""
+
+    def vol(litres: float) -> Any:
+        return csv_value("volume", litres, units)
+
     rows: list[list[Any]] = [
         [
             r.site_id,
@@ -143,9 +186,9 @@ def village_csv(report: VillageReport) -> str:
             r.recommendation.value,
             r.reason,
             _r(r.coverage, 4),
-            _r(r.pit_volume_l),
-            _r(r.outlet_volume_l),
-            _r(r.sanitary_l),
+            vol(r.pit_volume_l),
+            vol(r.outlet_volume_l),
+            vol(r.sanitary_l),
             r.icing_days,
             r.violation_days,
             r.audit_failures,
@@ -167,9 +210,9 @@ def village_csv(report: VillageReport) -> str:
             str(sum(1 for r in report.rows if r.recommendation.value != "none")),
             "",
             "",
-            _r(t.pit_volume_l),
-            _r(t.outlet_volume_l),
-            _r(t.sanitary_l),
+            vol(t.pit_volume_l),
+            vol(t.outlet_volume_l),
+            vol(t.sanitary_l),
             t.icing_days,
             t.violation_days,
             sum(r.audit_failures for r in report.rows),
@@ -179,4 +222,4 @@ def village_csv(report: VillageReport) -> str:
             _r(sum(r.estimate_max_usd for r in report.rows), 0),
         ]
     )
-    return _write(VILLAGE_COLUMNS, rows)
+    return _write(village_columns(units), rows)

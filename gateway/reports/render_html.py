@@ -14,6 +14,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from gateway.reports import text
 from gateway.reports.charts import site_charts, village_charts
 from gateway.reports.models import SiteReport, VillageReport
+from gateway.units import UnitSystem
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -27,13 +28,14 @@ def _env() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        litres=text.litres,
-        m3=text.cubic_metres,
+        # Measurement filters take the unit system: ``{{ d.grade_l | volume(units) }}``.
+        volume=text.volume,
+        large_volume=text.large_volume,
+        temp=text.temp,
+        evidence=text.evidence_text,
         usd=text.usd,
         percent=text.percent,
-        temp=text.temp,
         duration=text.duration,
-        evidence=text.evidence_text,
     )
     env.globals.update(
         usd_range=text.usd_range,
@@ -41,6 +43,9 @@ def _env() -> Environment:
         status_label=text.STATUS_LABEL,
         recommendation_label=text.RECOMMENDATION_LABEL,
         destination_label=text.DESTINATION_LABEL,
+        units_label=text.UNITS_LABEL,
+        freezing=text.freezing,
+        statement=text.statement,
     )
     return env
 
@@ -59,15 +64,19 @@ def _css() -> str:
     return (TEMPLATES / "report.css").read_text(encoding="utf-8")
 
 
-def site_html(report: SiteReport, charts: dict[str, bytes] | None = None) -> str:
-    """The property report as one HTML page."""
-    charts = site_charts(report) if charts is None else charts
+def site_html(
+    report: SiteReport, charts: dict[str, bytes] | None = None, units: UnitSystem = "us"
+) -> str:
+    """The property report as one HTML page, measurements in ``units``."""
+    charts = site_charts(report, units) if charts is None else charts
     template = _ENV.get_template("site.html.j2")
-    return template.render(r=report, charts=_data_uris(charts), css=_css())
+    return template.render(r=report, charts=_data_uris(charts), css=_css(), units=units)
 
 
-def village_html(report: VillageReport, charts: dict[str, bytes] | None = None) -> str:
-    """The village report as one HTML page."""
-    charts = village_charts(report) if charts is None else charts
+def village_html(
+    report: VillageReport, charts: dict[str, bytes] | None = None, units: UnitSystem = "us"
+) -> str:
+    """The village report as one HTML page, volumes in ``units``."""
+    charts = village_charts(report, units) if charts is None else charts
     template = _ENV.get_template("village.html.j2")
-    return template.render(r=report, charts=_data_uris(charts), css=_css())
+    return template.render(r=report, charts=_data_uris(charts), css=_css(), units=units)

@@ -36,6 +36,7 @@ from gateway.domain import Citation
 from gateway.reports import text
 from gateway.reports.charts import site_charts, village_charts
 from gateway.reports.models import ComplianceStatus, SiteReport, VillageReport
+from gateway.units import UnitSystem
 
 PAGE_W, PAGE_H = LETTER
 MARGIN = 0.75 * inch
@@ -112,8 +113,8 @@ def _table(
     return table
 
 
-def _litres(*values: float) -> list[str]:
-    return [text.litres(v) for v in values]
+def _volumes(units: UnitSystem, *values: float) -> list[str]:
+    return [text.volume(v, units) for v in values]
 
 
 def _chart(png: bytes | None) -> list[Flowable]:
@@ -219,9 +220,11 @@ def _statement(status: ComplianceStatus, label: str, body: list[Flowable]) -> Lo
     return table
 
 
-def site_pdf(report: SiteReport, charts: dict[str, bytes] | None = None) -> bytes:
-    """The property report as a PDF document."""
-    charts = site_charts(report) if charts is None else charts
+def site_pdf(
+    report: SiteReport, charts: dict[str, bytes] | None = None, units: UnitSystem = "us"
+) -> bytes:
+    """The property report as a PDF document, measurements in ``units``."""
+    charts = site_charts(report, units) if charts is None else charts
     r, tz = report, report.site.timezone
     lt = text.local_time
     title = f"Winter monitoring report, season {r.period.label}"
@@ -248,13 +251,14 @@ def site_pdf(report: SiteReport, charts: dict[str, bytes] | None = None) -> byte
                     "Discharge registered to",
                     text.DESTINATION_LABEL.get(r.site.destination, r.site.destination),
                 ),
+                ("Units", text.UNITS_LABEL[units]),
             ]
         )
     )
     for note in r.notes:
         story.append(_p(note, SMALL))
     story.append(Spacer(1, 8))
-    body: list[Flowable] = [_p(r.compliance.statement)]
+    body: list[Flowable] = [_p(text.statement(r.compliance, units))]
     if r.recommendation.value != "none":
         first_step = text.RECOMMENDATION_LABEL[r.recommendation]
         body.append(_p(f"Recommended first step for the village: {first_step}"))
@@ -300,7 +304,7 @@ def site_pdf(report: SiteReport, charts: dict[str, bytes] | None = None) -> byte
             d.day.isoformat(),
             d.pump_cycles,
             f"{d.pump_on_s / 60:.1f} min",
-            *_litres(d.pit_volume_l, d.outlet_volume_l, d.grade_l, d.storm_l, d.sanitary_l),
+            *_volumes(units, d.pit_volume_l, d.outlet_volume_l, d.grade_l, d.storm_l, d.sanitary_l),
             text.percent(d.coverage),
         ]
         for d in r.days
@@ -310,7 +314,7 @@ def site_pdf(report: SiteReport, charts: dict[str, bytes] | None = None) -> byte
             "Season",
             t.pump_cycles,
             f"{t.pump_on_h:.1f} h",
-            *_litres(t.pit_volume_l, t.outlet_volume_l, t.grade_l, t.storm_l, t.sanitary_l),
+            *_volumes(units, t.pit_volume_l, t.outlet_volume_l, t.grade_l, t.storm_l, t.sanitary_l),
             text.percent(cov.share),
         ]
     )
@@ -337,9 +341,10 @@ def site_pdf(report: SiteReport, charts: dict[str, bytes] | None = None) -> byte
     story += _section("3. Freezing risk")
     story.append(
         _p(
-            f"{t.freezing_hours} hours with the air at or below 0 °C; {t.freezing_risk_hours} "
-            "freezing-risk hours (water discharged to the surface in freezing air, or through "
-            f"an outlet pipe at 0 °C) on {t.freezing_risk_days} days; {t.icing_days} days with "
+            f"{t.freezing_hours} hours with the air at or below freezing ({text.freezing(units)}); "
+            f"{t.freezing_risk_hours} freezing-risk hours (water discharged to the surface in "
+            "freezing air, or through an outlet pipe at freezing) on "
+            f"{t.freezing_risk_days} days; {t.icing_days} days with "
             "an icing finding."
         )
     )
@@ -353,9 +358,9 @@ def site_pdf(report: SiteReport, charts: dict[str, bytes] | None = None) -> byte
                         d.day.isoformat(),
                         d.freezing_risk_hours,
                         d.freezing_hours,
-                        text.temp(d.air_min_c),
-                        text.temp(d.air_max_c),
-                        text.temp(d.pipe_min_c),
+                        text.temp(d.air_min_c, units),
+                        text.temp(d.air_max_c, units),
+                        text.temp(d.pipe_min_c, units),
                         "yes" if d.icing else "",
                     ]
                     for d in r.freezing_days
@@ -383,7 +388,7 @@ def site_pdf(report: SiteReport, charts: dict[str, bytes] | None = None) -> byte
                         lt(f.opened_at, tz),
                         lt(f.cleared_at, tz) if f.cleared_at else "open",
                         f.days,
-                        text.evidence_text(f.evidence),
+                        text.evidence_text(f.evidence, units),
                         _cites(f.citations) if f.citations else "not a cited violation",
                     ]
                     for f in r.findings
@@ -484,9 +489,11 @@ def site_pdf(report: SiteReport, charts: dict[str, bytes] | None = None) -> byte
     return _build(story, f"{title}: {r.site.name}", header, r.generated_at)
 
 
-def village_pdf(report: VillageReport, charts: dict[str, bytes] | None = None) -> bytes:
-    """The village report as a PDF document."""
-    charts = village_charts(report) if charts is None else charts
+def village_pdf(
+    report: VillageReport, charts: dict[str, bytes] | None = None, units: UnitSystem = "us"
+) -> bytes:
+    """The village report as a PDF document, volumes in ``units``."""
+    charts = village_charts(report, units) if charts is None else charts
     r = report
     t = r.totals
     story: list[Flowable] = [
@@ -502,6 +509,7 @@ def village_pdf(report: VillageReport, charts: dict[str, bytes] | None = None) -
                 ("Scope", f"{r.scope} ({t.sites} sites)"),
                 ("Season", "; ".join(r.seasons) or "-"),
                 ("Data through", f"{r.through:%Y-%m-%d %H:%M} UTC"),
+                ("Units", text.UNITS_LABEL[units]),
             ]
         ),
     ]
@@ -512,9 +520,9 @@ def village_pdf(report: VillageReport, charts: dict[str, bytes] | None = None) -
         _table(
             ["Measure", "Value"],
             [
-                ["Volume pumped (at outlets)", text.cubic_metres(t.outlet_volume_l)],
-                ["Volume pumped from pits", text.cubic_metres(t.pit_volume_l)],
-                ["Suspected to the sanitary sewer", text.cubic_metres(t.sanitary_l)],
+                ["Volume pumped (at outlets)", text.large_volume(t.outlet_volume_l, units)],
+                ["Volume pumped from pits", text.large_volume(t.pit_volume_l, units)],
+                ["Suspected to the sanitary sewer", text.large_volume(t.sanitary_l, units)],
                 ["Icing days (site-days)", t.icing_days],
                 ["Violation days (site-days)", t.violation_days],
                 [
@@ -540,7 +548,7 @@ def village_pdf(report: VillageReport, charts: dict[str, bytes] | None = None) -
                         row.address or row.name,
                         text.RECOMMENDATION_LABEL[row.recommendation],
                         row.reason,
-                        text.litres(row.sanitary_l),
+                        text.volume(row.sanitary_l, units),
                         row.violation_days,
                     ]
                     for i, row in enumerate(r.priority, 1)
@@ -576,8 +584,8 @@ def village_pdf(report: VillageReport, charts: dict[str, bytes] | None = None) -
                     ),
                     text.STATUS_LABEL[row.status],
                     text.percent(row.coverage),
-                    text.litres(row.outlet_volume_l),
-                    text.litres(row.sanitary_l),
+                    text.volume(row.outlet_volume_l, units),
+                    text.volume(row.sanitary_l, units),
                     row.icing_days,
                     row.violation_days,
                     row.audit_failures,

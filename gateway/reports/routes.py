@@ -17,6 +17,7 @@ from gateway.api.deps import ScopeDep
 from gateway.errors import ConfigError, NotFound
 from gateway.reports.service import build_winter_report
 from gateway.reports.sources import sources_from_runtime
+from gateway.units import UnitSystem
 
 router = APIRouter(tags=["reports"])
 
@@ -40,6 +41,9 @@ async def winter_report(
     site: Annotated[str | None, Query(description="One property's report")] = None,
     jurisdiction: Annotated[str | None, Query(description="A village (rule pack id)")] = None,
     format: Annotated[Literal["pdf", "html", "csv"], Query()] = "pdf",
+    units: Annotated[
+        UnitSystem, Query(description="us (gal, °F; the default) or metric (L, m³, °C)")
+    ] = "us",
 ) -> Response:
     """The winter report of a property (``site``) or a village (``jurisdiction``, or all)."""
     sources = sources_from_runtime(request.app.state.runtime)
@@ -51,6 +55,7 @@ async def winter_report(
             site=site,
             jurisdiction=jurisdiction,
             site_ids=None if site else scope.site_ids(),
+            units=units,
         )
     except NotFound as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc

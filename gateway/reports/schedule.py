@@ -34,6 +34,7 @@ from gateway.reports.service import (
     write_atomically,
 )
 from gateway.reports.sources import ReportSources
+from gateway.units import UnitSystem
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ CATCH_UP = timedelta(days=60)
 #: How often the schedule looks for due reports.
 CHECK_EVERY_S = 3600.0
 DEFAULT_FORMATS: tuple[ReportFormat, ...] = ("pdf", "csv")
+#: Filed reports are for the village clerk: US customary units (gallons, °F), the default.
+SCHEDULED_UNITS: UnitSystem = "us"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +142,7 @@ async def run_schedule_once(
                 site=site,
                 jurisdiction=None if site else jurisdiction,
                 now=cut,
+                units=SCHEDULED_UNITS,
             )
         except SumpWatchError as exc:
             # One bad report (a site removed from the registry...) must not stop the rest.

@@ -17,6 +17,7 @@ from gateway.reports.render_html import site_html, village_html
 from gateway.reports.render_pdf import site_pdf, village_pdf
 from gateway.reports.season import parse_season_label
 from gateway.reports.sources import ReportSources
+from gateway.units import UNIT_SYSTEMS, UnitSystem
 
 ReportFormat = Literal["pdf", "html", "csv"]
 FORMATS: tuple[ReportFormat, ...] = ("pdf", "html", "csv")
@@ -36,17 +37,32 @@ class RenderedReport:
     filename: str
 
 
-def render(report: SiteReport | VillageReport, fmt: ReportFormat) -> bytes:
-    """Format assembled report data (CPU-bound: call it off the event loop)."""
+def _check(fmt: str, units: str) -> None:
     if fmt not in FORMATS:
         raise ConfigError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if units not in UNIT_SYSTEMS:
+        raise ConfigError(f"units must be one of {', '.join(UNIT_SYSTEMS)}, not {units!r}")
+
+
+def render(
+    report: SiteReport | VillageReport, fmt: ReportFormat, units: UnitSystem = "us"
+) -> bytes:
+    """Format assembled report data in ``units`` (CPU-bound: call it off the event loop).
+
+    The report data is in SI whatever ``units`` is; only the file differs.
+    """
+    _check(fmt, units)
     if isinstance(report, SiteReport):
         if fmt == "pdf":
-            return site_pdf(report)
-        return (site_html(report) if fmt == "html" else site_csv(report)).encode("utf-8")
+            return site_pdf(report, units=units)
+        if fmt == "html":
+            return site_html(report, units=units).encode("utf-8")
+        return site_csv(report, units).encode("utf-8")
     if fmt == "pdf":
-        return village_pdf(report)
-    return (village_html(report) if fmt == "html" else village_csv(report)).encode("utf-8")
+        return village_pdf(report, units=units)
+    if fmt == "html":
+        return village_html(report, units=units).encode("utf-8")
+    return village_csv(report, units).encode("utf-8")
 
 
 def report_filename(
@@ -66,19 +82,19 @@ async def build_winter_reports(
     jurisdiction: str | None = None,
     site_ids: Collection[str] | None = None,
     now: datetime | None = None,
+    units: UnitSystem = "us",
 ) -> list[RenderedReport]:
-    """Assemble one report once and render it in each of ``fmts``.
+    """Assemble one report once and render it in each of ``fmts``, in ``units``.
 
     A property report for ``site``; otherwise a village report of
     ``jurisdiction``'s sites (or all registered sites), kept to ``site_ids`` when
     given (a caller's access scope). Raises :class:`~gateway.errors.NotFound` for
     an unknown site and :class:`~gateway.errors.ConfigError` for a bad season,
-    format or scope.
+    format, unit system or scope.
     """
     parse_season_label(season)
     for fmt in fmts:
-        if fmt not in FORMATS:
-            raise ConfigError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+        _check(fmt, units)
     if site and jurisdiction:
         raise ConfigError("give a site or a jurisdiction, not both")
     if jurisdiction and not sources.registry.in_jurisdiction(jurisdiction):
@@ -99,7 +115,7 @@ async def build_winter_reports(
         )
     out = []
     for fmt in fmts:
-        content = await asyncio.to_thread(render, report, fmt)
+        content = await asyncio.to_thread(render, report, fmt, units)
         name = report_filename(season, fmt, site=site, jurisdiction=jurisdiction)
         out.append(RenderedReport(content, MEDIA_TYPES[fmt], name))
     return out
@@ -114,10 +130,18 @@ async def build_winter_report(
     jurisdiction: str | None = None,
     site_ids: Collection[str] | None = None,
     now: datetime | None = None,
+    units: UnitSystem = "us",
 ) -> RenderedReport:
     """One report in one format (see :func:`build_winter_reports`)."""
     (rendered,) = await build_winter_reports(
-        sources, season, [fmt], site=site, jurisdiction=jurisdiction, site_ids=site_ids, now=now
+        sources,
+        season,
+        [fmt],
+        site=site,
+        jurisdiction=jurisdiction,
+        site_ids=site_ids,
+        now=now,
+        units=units,
     )
     return rendered
 
