@@ -596,8 +596,11 @@ class AlertManager:
                 # One bad pass (e.g. the database briefly locked) must not stop alerting.
                 log.exception("alerts: delivery pass failed; retrying")
             self._wake.clear()
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for around an
+            # Event.wait() can swallow the cancellation that stops this loop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.config.poll_interval_s)
+                async with asyncio.timeout(self.config.poll_interval_s):
+                    await self._wake.wait()
 
     async def run_once(self) -> int:
         """One pass: due escalations and reminders, then due deliveries. Returns sends made."""
@@ -688,7 +691,8 @@ class AlertManager:
         if n.channel == "mqtt":
             message = replace(message, payload=site_state(n.site_id, item.site_alerts, now))
         try:
-            return await asyncio.wait_for(channel.send(message), self.config.send_timeout_s)
+            async with asyncio.timeout(self.config.send_timeout_s):
+                return await channel.send(message)
         except TimeoutError:
             return DeliveryResult(False, f"timed out after {self.config.send_timeout_s:g} s")
         except Exception as exc:

@@ -290,7 +290,8 @@ class InfluxStore:
         if self._flusher is not None:
             if not self.spool.empty and self._up:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._drained.wait(), self.close_drain_s)
+                    async with asyncio.timeout(self.close_drain_s):
+                        await self._drained.wait()
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher

@@ -81,8 +81,11 @@ class BatchWriter:
         while True:
             await self._has_items.wait()
             if not self._full.is_set():
+                # asyncio.timeout, not wait_for: on 3.11 wait_for around an
+                # Event.wait() can swallow a cancellation and hang shutdown.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._full.wait(), self._interval)
+                    async with asyncio.timeout(self._interval):
+                        await self._full.wait()
             await self.flush()
 
     async def flush(self) -> None:
