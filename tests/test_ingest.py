@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
-from gateway.broker import BrokerProcess
+from gateway.broker import BrokerProcess, start_broker
 from gateway.runtime import Runtime, run_gateway
 from gateway.settings import Settings
 from gateway.store.base import SeriesQuery
@@ -121,3 +122,25 @@ async def test_a_malformed_message_is_dead_lettered_and_valid_traffic_keeps_flow
     assert letters[0].topic == topic
     assert letters[0].detail
     assert gateway.metrics.rejected[reason] == 1
+
+
+async def test_the_embedded_amqtt_fallback_broker_feeds_the_gateway_over_mqtt_3_1_1(
+    gateway_settings: Settings, tmp_path: Path
+) -> None:
+    broker = start_broker(tmp_path / "amqtt", prefer="amqtt")
+    try:
+        assert broker.kind == "amqtt" and broker.protocol == "3.1.1"
+        settings = gateway_settings.model_copy(
+            update={"mqtt_port": broker.port, "mqtt_protocol": "3.1.1"}
+        )
+        async with run_gateway(settings) as runtime:
+            await wait_connected(runtime)
+            messages = pit_messages(200)
+            await asyncio.to_thread(publish, broker.host, broker.port, messages)
+            await _stored(runtime, 200)
+            rows = await runtime.store.readings(SeriesQuery("elm-12", limit=500))
+            assert sorted(r.seq for r in rows) == list(range(200))
+            assert all(r.values["level_cm"] == float(r.seq % 60) for r in rows)
+            assert not runtime.metrics.rejected
+    finally:
+        broker.stop()

@@ -45,6 +45,14 @@ from gateway.settings import Settings
 log = logging.getLogger(__name__)
 
 
+def tls_context(settings: Settings) -> ssl.SSLContext | None:
+    """The TLS context of the gateway's MQTT connections (None without TLS)."""
+    if not settings.mqtt_tls:
+        return None
+    cafile = str(settings.mqtt_ca_file) if settings.mqtt_ca_file else None
+    return ssl.create_default_context(cafile=cafile)
+
+
 @dataclass(frozen=True, slots=True)
 class AckToken:
     """Identifies a received QoS>0 message on one connection."""
@@ -143,8 +151,11 @@ class _FastPath:
         client: aiomqtt.Client,
         on_publish: Callable[[Publish], None],
         owns: Callable[[str], bool] | None = None,
+        *,
+        v5: bool = True,
     ) -> None:
         self._aio = client
+        self._v5 = v5
         self._owns = owns
         self._not_ours: list[int] = []  # packet ids of other shards' messages, to ack
         self.skipped = 0
@@ -179,6 +190,14 @@ class _FastPath:
             if not chunk:
                 return paho._loop_rc_handle(paho_mqtt.MQTTErrorCode.MQTT_ERR_CONN_LOST)
             buf += chunk
+            # TLS: a recv returns one record; decrypted bytes still buffered in the
+            # SSL object make the socket look idle to the selector, so read them now.
+            pending = getattr(paho._sock, "pending", None)
+            while pending is not None and pending():
+                try:
+                    buf += self._sock_recv(_CHUNK)
+                except (BlockingIOError, ssl.SSLWantReadError):
+                    break
             paho._last_bytes_received = paho_mqtt.time_func()
         rc = self._parse()
         if rc != _OK:
@@ -248,16 +267,17 @@ class _FastPath:
             if qos:
                 self._not_ours.append(mid)
             return
-        # v5 properties: a variable-length count, then the properties; skipped.
         plen = 0
-        shift = 0
-        while True:
-            byte = body[at]
-            at += 1
-            plen |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                break
-            shift += 7
+        if self._v5:
+            # v5 properties: a variable-length count, then the properties; skipped.
+            shift = 0
+            while True:
+                byte = body[at]
+                at += 1
+                plen |= (byte & 0x7F) << shift
+                if not byte & 0x80:
+                    break
+                shift += 7
         payload = body[at + plen :].tobytes()
         try:
             self._on_publish(Publish(topic, payload, mid, qos, bool(header & 0x01)))
@@ -298,12 +318,11 @@ class MqttSource:
         self._settings = settings
         self._handler = handler
         if partition is None:
-            # Settings fields mqtt_shard / mqtt_shards, when the settings carry them.
-            shards = getattr(settings, "mqtt_shards", 1) or 1
-            shard = getattr(settings, "mqtt_shard", None)
+            shards = settings.mqtt_shards
+            shard = settings.mqtt_shard
             if shard is not None and shards > 1:
                 sites: tuple[str, ...] = ()
-                if not getattr(settings, "mqtt_partition_all_topics", False):
+                if not settings.mqtt_partition_all_topics:
                     sites = tuple(site.id for site in load_registry(settings.sites_file))
                 partition = SitePartition(shard, shards, sites)
         if partition is not None and settings.mqtt_shared_group:
@@ -322,9 +341,7 @@ class MqttSource:
         props = Properties(PacketTypes.CONNECT)
         props.SessionExpiryInterval = s.mqtt_session_expiry_s
         props.ReceiveMaximum = min(s.mqtt_receive_maximum, 65535)
-        tls: ssl.SSLContext | None = None
-        if s.mqtt_tls:
-            tls = ssl.create_default_context(cafile=str(s.mqtt_ca_file) if s.mqtt_ca_file else None)
+        tls = tls_context(s)
         password = s.mqtt_password.get_secret_value() if s.mqtt_password else None
         if s.mqtt_protocol == "3.1.1":
             # No session expiry or receive maximum in 3.1.1: clean_session=False
@@ -377,7 +394,8 @@ class MqttSource:
                     if self.partition is not None and not self.partition.sites
                     else None
                 )
-                self._fast = _FastPath(client, receive, owns)
+                v5 = self._settings.mqtt_protocol == "5"
+                self._fast = _FastPath(client, receive, owns, v5=v5)
                 async with client:
                     self._client = client
                     topics = self._topics()
@@ -385,7 +403,10 @@ class MqttSource:
                     # (a partition of a large registry has thousands of filters).
                     for i in range(0, len(topics), _SUBSCRIBE_CHUNK):
                         chunk = topics[i : i + _SUBSCRIBE_CHUNK]
-                        await client.subscribe([(t, SubscribeOptions(qos=1)) for t in chunk])
+                        if v5:
+                            await client.subscribe([(t, SubscribeOptions(qos=1)) for t in chunk])
+                        else:  # 3.1.1 (the demo's amqtt fallback) takes plain QoS levels
+                            await client.subscribe([(t, 1) for t in chunk])
                     self._set_connected(True)
                     delay = 0.5
                     log.info("subscribed to %d filters, e.g. %s", len(topics), topics[:2])
