@@ -17,6 +17,7 @@ from alerts.config import load_alerts_config
 from gateway.domain import FindingEvent
 from gateway.errors import ConfigError
 from gateway.ingest import MqttSource
+from gateway.ingest.mqtt import SitePartition, tls_context
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline
 from gateway.registry import SiteRegistry, load_registry
@@ -60,6 +61,15 @@ class Runtime:
     def writer(self) -> BatchWriter:
         """The batching writer."""
         return self.pipeline.writer
+
+
+def _own_sites(settings: Settings, registry: SiteRegistry) -> SiteRegistry:
+    """The sites this gateway judges: all, or its partition's share when scaled out
+    (else the detectors' silence check would flag every other gateway's sites)."""
+    if settings.mqtt_shard is None or settings.mqtt_shards <= 1:
+        return registry
+    partition = SitePartition(settings.mqtt_shard, settings.mqtt_shards)
+    return SiteRegistry([site for site in registry if partition.owns_site(site.id)])
 
 
 @contextlib.asynccontextmanager
@@ -111,6 +121,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                         if settings.mqtt_password
                         else None
                     ),
+                    tls_context=tls_context(settings),
                 )
             )
 
@@ -129,7 +140,9 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         stack.push_async_callback(alerts.close)
         findings = FindingRepository(db)
         await findings.open()
-        engine = RulesEngine(registry, packs, silence_factor=settings.silence_factor)
+        engine = RulesEngine(
+            _own_sites(settings, registry), packs, silence_factor=settings.silence_factor
+        )
         # Continue what was open before a restart instead of raising it again.
         engine.restore(await findings.open_findings())
 

@@ -49,6 +49,13 @@ class Settings(BaseSettings):
         None, description="Join the $share/<group>/ subscription (scale-out)"
     )
     mqtt_reconnect_max_s: float = 30.0
+    mqtt_shards: int = Field(1, ge=1, description="Gateways splitting the sites (scale-out)")
+    mqtt_shard: int | None = Field(
+        None, ge=0, description="This gateway's share: sites with crc32(id) % shards == shard"
+    )
+    mqtt_partition_all_topics: bool = Field(
+        False, description="Partition by reading every topic (covers sites not registered)"
+    )
 
     # Store
     store: Literal["sqlite", "influxdb"] = "sqlite"

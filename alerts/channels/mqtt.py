@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import ssl
 from types import TracebackType
 from typing import Protocol
 
@@ -48,8 +49,10 @@ class MqttPublisher:
         username: str | None = None,
         password: str | None = None,
         timeout_s: float = 10.0,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
         self._host, self._port = host, port
+        self._tls_context = tls_context
         self._client_id = client_id
         self._username, self._password = username, password
         self._timeout_s = timeout_s
@@ -83,6 +86,7 @@ class MqttPublisher:
                 username=self._username,
                 password=self._password,
                 timeout=self._timeout_s,
+                tls_context=self._tls_context,
             )
             try:
                 await client.__aenter__()
