@@ -17,6 +17,7 @@ from alerts.models import DeliveryResult, OutgoingMessage
 from gateway.api.routes.alerts import router
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
 from gateway.registry.models import Contact, NodeConfig, SiteConfig, SiteRegistry
+from gateway.settings import Settings
 from gateway.store.database import SqliteDatabase
 
 T0 = datetime(2026, 2, 1, 15, 0, tzinfo=UTC)
@@ -72,8 +73,10 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     await manager.open()
     app = FastAPI()
     app.include_router(router)
+    settings = Settings(_env_file=None)  # auth off: every request is an administrator
+    app.state.settings = settings
     app.state.runtime = SimpleNamespace(alerts=manager, db=db, registry=manager.registry,
-                                        settings=None)
+                                        settings=settings)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
         yield Api(client, manager, clock)

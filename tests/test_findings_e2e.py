@@ -34,6 +34,7 @@ def _client(tmp_path: Path, mosquitto: BrokerProcess, sites_toml: str) -> Iterat
         mqtt_port=mosquitto.port,
         mqtt_client_id=f"gw-{uuid.uuid4().hex[:8]}",
         batch_interval_s=0.02,
+        report_schedule=False,
     )
     with TestClient(create_app(settings)) as client:
         deadline = time.monotonic() + 10

@@ -11,9 +11,11 @@ limits a route to public works and admins. See docs/ui.md, "Access control".
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from pydantic import AfterValidator
 
 from gateway.accounts.access import (
     PrincipalDep,
@@ -59,3 +61,21 @@ __all__ = [
     "register_resolver",
     "require_role",
 ]
+
+
+def _utc_time(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError("needs a time zone offset, e.g. 2026-11-29T10:00:00Z")
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError as exc:  # e.g. 0001-01-01T00:00+00:01 is before year 1 in UTC
+        raise ValueError("is out of range") from exc
+    if not 1970 <= utc.year <= 9999:
+        raise ValueError("must fall between 1970 and 9999")
+    return utc
+
+
+#: A time in a query string: RFC 3339 with an offset, returned in UTC (else 422).
+UtcTime = Annotated[datetime, AfterValidator(_utc_time)]
+#: Offsets beyond this are refused (422) instead of overflowing SQLite's integers.
+MAX_OFFSET = 1_000_000_000

@@ -26,7 +26,7 @@ from alerts.models import (
     Notification,
 )
 from gateway.accounts.models import Principal
-from gateway.api.deps import PrincipalDep, ScopeDep, StaffDep
+from gateway.api.deps import MAX_OFFSET, PrincipalDep, ScopeDep, StaffDep, UtcTime
 from gateway.domain import Severity
 from gateway.errors import NotFound
 
@@ -194,10 +194,10 @@ async def list_alerts(
     state: AlertState | None = None,
     severity: Severity | None = None,
     rule: Annotated[str | None, Query(description="Rule id")] = None,
-    since: Annotated[datetime | None, Query(alias="from", description="Opened at or after")] = None,
-    until: Annotated[datetime | None, Query(alias="to", description="Opened before")] = None,
+    since: Annotated[UtcTime | None, Query(alias="from", description="Opened at or after")] = None,
+    until: Annotated[UtcTime | None, Query(alias="to", description="Opened before")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> list[AlertPublic]:
     """Alerts, newest first, filtered."""
     for name, ts in (("from", since), ("to", until)):

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
-from gateway.api.deps import ScopeDep, register_resolver
+from gateway.api.deps import ScopeDep, UtcTime, register_resolver
 from gateway.domain import Citation, Finding
 from gateway.errors import NotFound
 from gateway.registry.models import SiteConfig
@@ -150,8 +150,8 @@ def _check_rule(rule: str | None) -> None:
 
 
 OpenQ = Annotated[bool, Query(alias="open", description="Only findings not yet cleared")]
-FromQ = Annotated[datetime | None, Query(alias="from", description="Open at or after (RFC 3339)")]
-ToQ = Annotated[datetime | None, Query(alias="to", description="Opened at or before (RFC 3339)")]
+FromQ = Annotated[UtcTime | None, Query(alias="from", description="Open at or after (RFC 3339)")]
+ToQ = Annotated[UtcTime | None, Query(alias="to", description="Opened at or before (RFC 3339)")]
 RuleQ = Annotated[str | None, Query(description="Rule id, e.g. sanitary_discharge")]
 LimitQ = Annotated[int, Query(ge=1, le=5000)]
 
