@@ -338,36 +338,33 @@ class MqttSource:
 
     def _make_client(self) -> aiomqtt.Client:
         s = self._settings
-        props = Properties(PacketTypes.CONNECT)
-        props.SessionExpiryInterval = s.mqtt_session_expiry_s
-        props.ReceiveMaximum = min(s.mqtt_receive_maximum, 65535)
-        tls = tls_context(s)
-        password = s.mqtt_password.get_secret_value() if s.mqtt_password else None
+        common = {
+            "identifier": s.mqtt_client_id,
+            "username": s.mqtt_username,
+            "password": s.mqtt_password.get_secret_value() if s.mqtt_password else None,
+            "tls_context": tls_context(s),
+            "keepalive": 30,
+        }
         if s.mqtt_protocol == "3.1.1":
             # No session expiry or receive maximum in 3.1.1: clean_session=False
             # keeps the session until the broker's persistent_client_expiration.
             return aiomqtt.Client(
                 s.mqtt_host,
                 s.mqtt_port,
-                identifier=s.mqtt_client_id,
-                username=s.mqtt_username,
-                password=password,
                 protocol=aiomqtt.ProtocolVersion.V311,
                 clean_session=False,
-                tls_context=tls,
-                keepalive=30,
+                **common,  # type: ignore[arg-type]
             )
+        props = Properties(PacketTypes.CONNECT)
+        props.SessionExpiryInterval = s.mqtt_session_expiry_s
+        props.ReceiveMaximum = min(s.mqtt_receive_maximum, 65535)
         return aiomqtt.Client(
             s.mqtt_host,
             s.mqtt_port,
-            identifier=s.mqtt_client_id,
-            username=s.mqtt_username,
-            password=password,
             protocol=aiomqtt.ProtocolVersion.V5,
             clean_start=False,
             properties=props,
-            tls_context=tls,
-            keepalive=30,
+            **common,  # type: ignore[arg-type]
         )
 
     def _topics(self) -> list[str]:
