@@ -99,14 +99,14 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         validator = Validator(
             max_future_skew_s=settings.max_future_skew_s, max_age_s=settings.max_age_s
         )
-        source_ref: list[MqttSource] = []
         writer = BatchWriter(
             store,
             state,
             metrics,
             batch_max=settings.batch_max,
             interval_s=settings.batch_interval_s,
-            ack=lambda tokens: source_ref[0].ack(tokens),
+            # `source` is bound below; the writer acks only after it is running.
+            ack=lambda tokens: source.ack(tokens),
         )
         publisher = None
         if alerts_config.mqtt.enabled:
@@ -162,7 +162,6 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             metrics.broker_connected = up
 
         source = MqttSource(settings, pipeline.handle, on_connection=on_connection)
-        source_ref.append(source)
         runtime = Runtime(
             settings,
             registry,
