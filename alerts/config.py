@@ -134,7 +134,9 @@ class AlertsConfig(BaseModel):
         return self.jurisdictions.get(jurisdiction_id, Jurisdiction())
 
     def with_secrets(
-        self, *, smtp_password: SecretStr | str | None = None,
+        self,
+        *,
+        smtp_password: SecretStr | str | None = None,
         webhook_secret: SecretStr | str | None = None,
     ) -> AlertsConfig:
         """A copy with credentials filled in (from Settings); None keeps the current one."""

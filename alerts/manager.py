@@ -139,8 +139,7 @@ class AlertManager:
 
         requeued = await self.db.write(recover)
         if requeued:
-            log.warning("alerts: %d deliveries interrupted by a restart will be retried",
-                        requeued)
+            log.warning("alerts: %d deliveries interrupted by a restart will be retried", requeued)
 
     async def close(self) -> None:
         """Put deliveries cut short by cancellation back in the queue."""
@@ -208,8 +207,9 @@ class AlertManager:
                 if alert.finding_cleared_at is None:
                     store.update_alert(conn, alert.id, finding_cleared_at=store.ts(now))
                 return
-            self._resolve(conn, alert, now, by=SYSTEM, note="condition cleared",
-                          delay=self.config.flap_window)
+            self._resolve(
+                conn, alert, now, by=SYSTEM, note="condition cleared", delay=self.config.flap_window
+            )
             store.update_alert(conn, alert.id, finding_cleared_at=store.ts(f.cleared_at or now))
             return
         if alert is None:
@@ -239,8 +239,10 @@ class AlertManager:
             ).fetchone()
         if row is None:
             return None, (Severity.INFO, "")
-        return store.alert_from_row(row), (Severity(row["notified_severity"]),
-                                           row["notified_level"])
+        return store.alert_from_row(row), (
+            Severity(row["notified_severity"]),
+            row["notified_level"],
+        )
 
     def _create(
         self,
@@ -273,18 +275,31 @@ class AlertManager:
             " evidence, opened_at, updated_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                alert.id, alert.site_id, alert.jurisdiction, alert.rule_id, alert.finding_id,
-                alert.state.value, alert.severity.value, alert.level, alert.severity.value,
-                alert.level, alert.title, alert.action, json.dumps(list(alert.audience)),
-                json.dumps(list(alert.citations)), _json(alert.evidence),
-                store.ts(now), store.ts(now),
+                alert.id,
+                alert.site_id,
+                alert.jurisdiction,
+                alert.rule_id,
+                alert.finding_id,
+                alert.state.value,
+                alert.severity.value,
+                alert.level,
+                alert.severity.value,
+                alert.level,
+                alert.title,
+                alert.action,
+                json.dumps(list(alert.audience)),
+                json.dumps(list(alert.citations)),
+                _json(alert.evidence),
+                store.ts(now),
+                store.ts(now),
             ),
         )
         if Audience.HOMEOWNER.value in alert.audience:
             self._queue(conn, alert, self._homeowner(alert), Reason.OPENED, now)
             if alert.severity is Severity.CRITICAL:
-                store.update_alert(conn, alert.id,
-                                   next_repeat_at=store.ts(now + self.config.repeat_interval))
+                store.update_alert(
+                    conn, alert.id, next_repeat_at=store.ts(now + self.config.repeat_interval)
+                )
         if self._goes_to_public_works(alert):
             period = grace.get((jurisdiction, alert.rule_id))
             if period is None or period <= timedelta(0):
@@ -328,8 +343,13 @@ class AlertManager:
                 return
             reopened = True
             state = AlertState.ACKNOWLEDGED if alert.acknowledged_at else AlertState.OPEN
-            fields.update(state=state.value, resolved_at=None, resolved_by=None,
-                          resolve_note=None, finding_cleared_at=None)
+            fields.update(
+                state=state.value,
+                resolved_at=None,
+                resolved_by=None,
+                resolve_note=None,
+                finding_cleared_at=None,
+            )
             if flapped:
                 fields["flaps"] = alert.flaps + 1
             self._undo_resolve(conn, alert)
@@ -341,12 +361,18 @@ class AlertManager:
                 # An acknowledgement covers what was acknowledged: worse than that
                 # (now critical) needs a new one, and the reminders start again.
                 state = AlertState.OPEN
-                fields.update(state=state.value, acknowledged_at=None, acknowledged_by=None,
-                              ack_note=None)
+                fields.update(
+                    state=state.value, acknowledged_at=None, acknowledged_by=None, ack_note=None
+                )
         store.update_alert(conn, alert.id, **fields)
         updated = replace(
-            alert, state=state, severity=f.severity, level=f.level, title=f.title,
-            action=f.action, evidence=dict(f.evidence),
+            alert,
+            state=state,
+            severity=f.severity,
+            level=f.level,
+            title=f.title,
+            action=f.action,
+            evidence=dict(f.evidence),
             audience=tuple(a.value for a in f.audience),
             citations=_citations(f),
         )
@@ -357,21 +383,26 @@ class AlertManager:
             if alert.escalated_at is not None:
                 self._queue(conn, updated, self._public_works(updated), Reason.RAISED, now)
         if (
-            homeowner and state is AlertState.OPEN and updated.severity is Severity.CRITICAL
+            homeowner
+            and state is AlertState.OPEN
+            and updated.severity is Severity.CRITICAL
             and (alert.next_repeat_at is None or material)
         ):
-            store.update_alert(conn, alert.id,
-                               next_repeat_at=store.ts(now + self.config.repeat_interval))
+            store.update_alert(
+                conn, alert.id, next_repeat_at=store.ts(now + self.config.repeat_interval)
+            )
         if (
             self._goes_to_public_works(updated)
-            and alert.escalate_at is None and alert.escalated_at is None
+            and alert.escalate_at is None
+            and alert.escalated_at is None
         ):
             period = grace.get((alert.jurisdiction, alert.rule_id))
             if period is None or period <= timedelta(0):
                 self._escalate(conn, updated, now, Reason.OPENED)
             else:
-                store.update_alert(conn, alert.id,
-                                   escalate_at=store.ts(min(f.opened_at, now) + period))
+                store.update_alert(
+                    conn, alert.id, escalate_at=store.ts(min(f.opened_at, now) + period)
+                )
         if material or reopened or severity_changed:
             self._queue_state(conn, updated, now)
 
@@ -417,11 +448,24 @@ class AlertManager:
                 until = quiet_until(not_before, t.quiet_hours, site.tz)
                 if until is not None:
                     not_before = until
-            rows.append((
-                _new_id(), alert.id, alert.site_id, t.audience, t.channel, t.recipient,
-                t.name, t.units, reason.value, alert.severity.value, store.ts(now),
-                store.ts(not_before), NotificationStatus.PENDING.value, store.ts(not_before),
-            ))
+            rows.append(
+                (
+                    _new_id(),
+                    alert.id,
+                    alert.site_id,
+                    t.audience,
+                    t.channel,
+                    t.recipient,
+                    t.name,
+                    t.units,
+                    reason.value,
+                    alert.severity.value,
+                    store.ts(now),
+                    store.ts(not_before),
+                    NotificationStatus.PENDING.value,
+                    store.ts(not_before),
+                )
+            )
         conn.executemany(
             "INSERT INTO notifications (id, alert_id, site_id, audience, channel, recipient,"
             " recipient_name, units, reason, severity, created_at, not_before, status,"
@@ -455,8 +499,14 @@ class AlertManager:
         delay: timedelta = timedelta(0),
     ) -> None:
         store.update_alert(
-            conn, alert.id, state=AlertState.RESOLVED.value, resolved_at=store.ts(now),
-            resolved_by=by, resolve_note=note, next_repeat_at=None, updated_at=store.ts(now),
+            conn,
+            alert.id,
+            state=AlertState.RESOLVED.value,
+            resolved_at=store.ts(now),
+            resolved_by=by,
+            resolve_note=note,
+            next_repeat_at=None,
+            updated_at=store.ts(now),
             # escalate_at is kept: a violation that flaps back keeps its original deadline.
         )
         # Messages not yet out are moot now; remember when, so a re-open can revive them.
@@ -473,8 +523,10 @@ class AlertManager:
             " AND (status IN ('sent', 'sending') OR attempts > 0)",
             (alert.id, Reason.RESOLVED.value),
         ).fetchall()
-        targets = [Target(r["audience"], r["channel"], r["recipient"], r["recipient_name"],
-                          r["units"]) for r in told]
+        targets = [
+            Target(r["audience"], r["channel"], r["recipient"], r["recipient_name"], r["units"])
+            for r in told
+        ]
         resolved = replace(alert, state=AlertState.RESOLVED)
         self._queue(conn, resolved, targets, Reason.RESOLVED, now, delay)
         self._queue_state(conn, resolved, now)
@@ -505,9 +557,14 @@ class AlertManager:
             if alert.state is not AlertState.OPEN:
                 raise InvalidTransition(f"alert {alert_id} is {alert.state}, not open")
             store.update_alert(
-                conn, alert_id, state=AlertState.ACKNOWLEDGED.value,
-                acknowledged_at=store.ts(now), acknowledged_by=by, ack_note=note,
-                next_repeat_at=None, updated_at=store.ts(now),
+                conn,
+                alert_id,
+                state=AlertState.ACKNOWLEDGED.value,
+                acknowledged_at=store.ts(now),
+                acknowledged_by=by,
+                ack_note=note,
+                next_repeat_at=None,
+                updated_at=store.ts(now),
             )
             conn.execute(
                 "UPDATE notifications SET status = 'cancelled', cancelled_at = ?,"
@@ -575,12 +632,9 @@ class AlertManager:
         self, *, alert_id: str | None = None, limit: int = 500
     ) -> list[DeliveryAttempt]:
         """The delivery log (attempts and results), newest first; Apprise URLs redacted."""
-        rows = await self.db.read(
-            lambda conn: store.attempts(conn, alert_id=alert_id, limit=limit)
-        )
+        rows = await self.db.read(lambda conn: store.attempts(conn, alert_id=alert_id, limit=limit))
         return [
-            replace(a, recipient=redact(a.recipient)) if a.channel == "apprise" else a
-            for a in rows
+            replace(a, recipient=redact(a.recipient)) if a.channel == "apprise" else a for a in rows
         ]
 
     # ------------------------------------------------------------------ the loop
@@ -643,7 +697,9 @@ class AlertManager:
             repeats = alert.repeats + 1
             more = self.config.repeat_max is None or repeats < self.config.repeat_max
             store.update_alert(
-                conn, alert.id, repeats=repeats,
+                conn,
+                alert.id,
+                repeats=repeats,
                 next_repeat_at=store.ts(now + self.config.repeat_interval) if more else None,
             )
 
@@ -672,10 +728,14 @@ class AlertManager:
             alert = self._require(conn, n.alert_id)
             if n.channel == "mqtt" and n.site_id not in site_cache:
                 site_cache[n.site_id] = tuple(store.site_alerts(conn, n.site_id))
-            claimed.append(_Claimed(
-                replace(n, status=NotificationStatus.SENDING, attempts=attempt),
-                int(cur.lastrowid or 0), alert, site_cache.get(n.site_id, ()),
-            ))
+            claimed.append(
+                _Claimed(
+                    replace(n, status=NotificationStatus.SENDING, attempts=attempt),
+                    int(cur.lastrowid or 0),
+                    alert,
+                    site_cache.get(n.site_id, ()),
+                )
+            )
             self._in_flight.add(n.id)
         return claimed
 
@@ -683,11 +743,11 @@ class AlertManager:
         n = item.notification
         channel = self.channels.get(n.channel)
         if channel is None:
-            return DeliveryResult(False, f"channel {n.channel!r} is not configured",
-                                  permanent=True)
+            return DeliveryResult(False, f"channel {n.channel!r} is not configured", permanent=True)
         now = self._clock()
-        message = render(item.alert, n, self.registry.get(n.site_id),
-                         public_url=self.config.public_url, now=now)
+        message = render(
+            item.alert, n, self.registry.get(n.site_id), public_url=self.config.public_url, now=now
+        )
         if n.channel == "mqtt":
             message = replace(message, payload=site_state(n.site_id, item.site_alerts, now))
         try:

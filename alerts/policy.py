@@ -38,10 +38,9 @@ def is_material(
     """
     if SEVERITY_RANK[severity] > SEVERITY_RANK[notified_severity]:
         return True
-    return (
-        SEVERITY_RANK[severity] == SEVERITY_RANK[notified_severity]
-        and level_rank(level) > level_rank(notified_level)
-    )
+    return SEVERITY_RANK[severity] == SEVERITY_RANK[notified_severity] and level_rank(
+        level
+    ) > level_rank(notified_level)
 
 
 def max_severity(a: Severity, b: Severity) -> Severity:
@@ -101,15 +100,11 @@ def homeowner_targets(contacts: Iterable[Contact]) -> list[Target]:
     for c in contacts:
         for channel in c.channels:
             for address in _addresses(channel, c.email, c.webhook_url, c.apprise_urls):
-                out.append(
-                    Target("homeowner", channel, address, c.name, c.units, c.quiet_hours)
-                )
+                out.append(Target("homeowner", channel, address, c.name, c.units, c.quiet_hours))
     return _unique(out)
 
 
-def public_works_targets(
-    routing: Jurisdiction, rule_id: str, severity: Severity
-) -> list[Target]:
+def public_works_targets(routing: Jurisdiction, rule_id: str, severity: Severity) -> list[Target]:
     """The jurisdiction's recipients routed this rule at this severity (every channel they gave)."""
     out: list[Target] = []
     for r in routing.recipients:

@@ -165,7 +165,8 @@ def render(
     link = f"{public_url.rstrip('/')}/alerts/{alert.id}" if public_url else ""
     ack_hint = (
         "Acknowledge this alert to stop the reminders."
-        if notification.audience == "homeowner" and alert.state is AlertState.OPEN
+        if notification.audience == "homeowner"
+        and alert.state is AlertState.OPEN
         and alert.severity.value == "critical"
         else ""
     )

@@ -46,13 +46,25 @@ class Api:
     clock: Clock
 
 
-def event(rule: str, severity: Severity, site: str = "elm-12",
-          cites: tuple[Citation, ...] = ()) -> FindingEvent:
-    return FindingEvent(FindingChange.OPENED, Finding(
-        id=f"{site}-{rule}", rule_id=rule, site_id=site, severity=severity, title=rule,
-        opened_at=T0, updated_at=T0, audience=(Audience.HOMEOWNER,), citations=cites,
-        evidence={"level_cm": 58.0}, action="Do something.",
-    ))
+def event(
+    rule: str, severity: Severity, site: str = "elm-12", cites: tuple[Citation, ...] = ()
+) -> FindingEvent:
+    return FindingEvent(
+        FindingChange.OPENED,
+        Finding(
+            id=f"{site}-{rule}",
+            rule_id=rule,
+            site_id=site,
+            severity=severity,
+            title=rule,
+            opened_at=T0,
+            updated_at=T0,
+            audience=(Audience.HOMEOWNER,),
+            citations=cites,
+            evidence={"level_cm": 58.0},
+            action="Do something.",
+        ),
+    )
 
 
 @pytest.fixture
@@ -60,13 +72,20 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     db = SqliteDatabase(tmp_path / "api.db")
     await db.open()
     sites = [
-        SiteConfig(id=sid, name=sid, jurisdiction=j, nodes=(NodeConfig(id="pit", kind="pit"),),
-                   contacts=(Contact(email=f"{sid}@example.org"),))
+        SiteConfig(
+            id=sid,
+            name=sid,
+            jurisdiction=j,
+            nodes=(NodeConfig(id="pit", kind="pit"),),
+            contacts=(Contact(email=f"{sid}@example.org"),),
+        )
         for sid, j in (("elm-12", "edgar"), ("oak-3", "sewer-ord-247"))
     ]
     clock = Clock()
     manager = AlertManager(
-        db=db, registry=SiteRegistry(sites), clock=clock,
+        db=db,
+        registry=SiteRegistry(sites),
+        clock=clock,
         config=AlertsConfig.model_validate({"mqtt": {"enabled": False}}),
         channels={"email": Accepting()},
     )
@@ -75,8 +94,9 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     app.include_router(router)
     settings = Settings(_env_file=None)  # auth off: every request is an administrator
     app.state.settings = settings
-    app.state.runtime = SimpleNamespace(alerts=manager, db=db, registry=manager.registry,
-                                        settings=settings)
+    app.state.runtime = SimpleNamespace(
+        alerts=manager, db=db, registry=manager.registry, settings=settings
+    )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
         yield Api(client, manager, clock)
@@ -93,16 +113,21 @@ async def test_alerts_are_listed_newest_first_and_filtered(api: Api) -> None:
     await seed(api)
     c = api.client
     assert [a["rule_id"] for a in (await c.get("/alerts")).json()] == [
-        "short_cycling", "high_water"]
+        "short_cycling",
+        "high_water",
+    ]
     assert [a["site_id"] for a in (await c.get("/alerts?site=elm-12")).json()] == ["elm-12"]
-    assert [a["rule_id"] for a in
-            (await c.get("/alerts?jurisdiction=sewer-ord-247")).json()] == ["short_cycling"]
+    assert [a["rule_id"] for a in (await c.get("/alerts?jurisdiction=sewer-ord-247")).json()] == [
+        "short_cycling"
+    ]
     assert [a["rule_id"] for a in (await c.get("/alerts?severity=critical")).json()] == [
-        "high_water"]
+        "high_water"
+    ]
     assert (await c.get("/alerts?state=resolved")).json() == []
     window = {"from": "2026-02-01T16:00:00Z", "to": "2026-02-01T18:00:00Z"}
     assert [a["rule_id"] for a in (await c.get("/alerts", params=window)).json()] == [
-        "short_cycling"]
+        "short_cycling"
+    ]
 
 
 async def test_a_time_filter_without_a_zone_is_refused(api: Api) -> None:
@@ -113,12 +138,16 @@ async def test_a_time_filter_without_a_zone_is_refused(api: Api) -> None:
 async def test_acknowledge_records_who_and_a_second_ack_conflicts(api: Api) -> None:
     await seed(api)
     (alert,) = (await api.client.get("/alerts?site=elm-12")).json()
-    response = await api.client.post(f"/alerts/{alert['id']}/ack",
-                                     json={"by": "pat", "note": "bailing"})
+    response = await api.client.post(
+        f"/alerts/{alert['id']}/ack", json={"by": "pat", "note": "bailing"}
+    )
     assert response.status_code == 200
     body = response.json()
     assert (body["state"], body["acknowledged_by"], body["ack_note"]) == (
-        "acknowledged", "pat", "bailing")
+        "acknowledged",
+        "pat",
+        "bailing",
+    )
     again = await api.client.post(f"/alerts/{alert['id']}/ack", json={"by": "pat"})
     assert again.status_code == 409
 
@@ -132,16 +161,20 @@ async def test_unknown_alerts_are_404(api: Api) -> None:
 async def test_assign_and_resolve_with_a_note(api: Api) -> None:
     await seed(api)
     (alert,) = (await api.client.get("/alerts?site=oak-3")).json()
-    assigned = await api.client.post(f"/alerts/{alert['id']}/assign",
-                                     json={"assignee": "crew-7"})
+    assigned = await api.client.post(f"/alerts/{alert['id']}/assign", json={"assignee": "crew-7"})
     assert assigned.json()["assignee"] == "crew-7"
-    resolved = await api.client.post(f"/alerts/{alert['id']}/resolve",
-                                     json={"by": "crew-7", "note": "check valve replaced"})
+    resolved = await api.client.post(
+        f"/alerts/{alert['id']}/resolve", json={"by": "crew-7", "note": "check valve replaced"}
+    )
     body = resolved.json()
     assert (body["state"], body["resolved_by"], body["resolve_note"]) == (
-        "resolved", "crew-7", "check valve replaced")
-    assert (await api.client.post(f"/alerts/{alert['id']}/resolve",
-                                  json={"by": "x"})).status_code == 409
+        "resolved",
+        "crew-7",
+        "check valve replaced",
+    )
+    assert (
+        await api.client.post(f"/alerts/{alert['id']}/resolve", json={"by": "x"})
+    ).status_code == 409
 
 
 async def test_the_delivery_log_shows_each_attempt_and_its_result(api: Api) -> None:
@@ -151,9 +184,12 @@ async def test_the_delivery_log_shows_each_attempt_and_its_result(api: Api) -> N
     detail = (await api.client.get(f"/alerts/{alert['id']}")).json()
     # Opened at T0, still unacknowledged when the clock reads T0 + 2 h: one reminder.
     assert [(n["reason"], n["recipient"], n["status"]) for n in detail["notifications"]] == [
-        ("opened", "elm-12@example.org", "sent"), ("repeat", "elm-12@example.org", "sent")]
+        ("opened", "elm-12@example.org", "sent"),
+        ("repeat", "elm-12@example.org", "sent"),
+    ]
     log = (await api.client.get(f"/alerts/{alert['id']}/deliveries")).json()
     assert [(d["attempt"], d["ok"], d["detail"]) for d in log] == [(1, True, "250 accepted")] * 2
     everything = (await api.client.get("/deliveries")).json()
     assert {d["alert_id"] for d in everything} == {
-        a["id"] for a in (await api.client.get("/alerts")).json()}
+        a["id"] for a in (await api.client.get("/alerts")).json()
+    }

@@ -85,10 +85,14 @@ def webhook_server(delay_s: float = 0.0, signed: bool = True) -> Iterator[Webhoo
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             ok = verify(SECRET.encode(), dict(self.headers.items()), body)
-            receiver.received.append({
-                "verified": ok, "body": json.loads(body),
-                "delivery": self.headers[DELIVERY_HEADER], "path": self.path,
-            })
+            receiver.received.append(
+                {
+                    "verified": ok,
+                    "body": json.loads(body),
+                    "delivery": self.headers[DELIVERY_HEADER],
+                    "path": self.path,
+                }
+            )
             if receiver.delay_s:
                 threading.Event().wait(receiver.delay_s)
             self.send_response(204 if ok or not signed else 401)
@@ -119,36 +123,60 @@ async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 def registry(contact: Contact) -> SiteRegistry:
-    return SiteRegistry([SiteConfig(
-        id="elm-12", name="12 Elm St", address="12 Elm St, Edgar, WI", jurisdiction="edgar",
-        nodes=(NodeConfig(id="pit", kind="pit"),), contacts=(contact,),
-    )])
+    return SiteRegistry(
+        [
+            SiteConfig(
+                id="elm-12",
+                name="12 Elm St",
+                address="12 Elm St, Edgar, WI",
+                jurisdiction="edgar",
+                nodes=(NodeConfig(id="pit", kind="pit"),),
+                contacts=(contact,),
+            )
+        ]
+    )
 
 
 def config(smtp_port: int | None = None, **extra: Any) -> AlertsConfig:
     data: dict[str, Any] = {
         "poll_interval_s": 0.02,
-        "retry": RetryPolicy(initial_s=0.1, multiplier=2, max_s=0.4, jitter=0.1,
-                             max_attempts=50),
+        "retry": RetryPolicy(initial_s=0.1, multiplier=2, max_s=0.4, jitter=0.1, max_attempts=50),
         "mqtt": {"enabled": False},
         **extra,
     }
     if smtp_port is not None:
-        data["smtp"] = {"host": "127.0.0.1", "port": smtp_port, "security": "none",
-                        "sender": "SumpWatch <alerts@sumpwatch.test>", "timeout_s": 2}
+        data["smtp"] = {
+            "host": "127.0.0.1",
+            "port": smtp_port,
+            "security": "none",
+            "sender": "SumpWatch <alerts@sumpwatch.test>",
+            "timeout_s": 2,
+        }
     return AlertsConfig.model_validate(data).with_secrets(webhook_secret=SECRET)
 
 
-def opened(rule: str = "sanitary_discharge", severity: Severity = Severity.CRITICAL,
-           citations: tuple[Citation, ...] = (CITE,)) -> FindingEvent:
+def opened(
+    rule: str = "sanitary_discharge",
+    severity: Severity = Severity.CRITICAL,
+    citations: tuple[Citation, ...] = (CITE,),
+) -> FindingEvent:
     now = datetime.now(UTC)
-    return FindingEvent(FindingChange.OPENED, Finding(
-        id="f-1", rule_id=rule, site_id="elm-12", severity=severity,
-        title="Sump water is going to the sanitary sewer", opened_at=now, updated_at=now,
-        audience=(Audience.HOMEOWNER,), citations=citations,
-        evidence={"level_drop_cm": 12.5, "outlet_flow_lpm": 0.0, "pump_runs": 4},
-        action="Remove the hose to the floor drain & <reconnect> the discharge line.",
-    ))
+    return FindingEvent(
+        FindingChange.OPENED,
+        Finding(
+            id="f-1",
+            rule_id=rule,
+            site_id="elm-12",
+            severity=severity,
+            title="Sump water is going to the sanitary sewer",
+            opened_at=now,
+            updated_at=now,
+            audience=(Audience.HOMEOWNER,),
+            citations=citations,
+            evidence={"level_drop_cm": 12.5, "outlet_flow_lpm": 0.0, "pump_runs": 4},
+            action="Remove the hose to the floor drain & <reconnect> the discharge line.",
+        ),
+    )
 
 
 @pytest.fixture
@@ -192,7 +220,8 @@ async def test_email_arrives_with_plain_and_html_evidence_citation_and_stable_me
     msg = smtp.messages[0]
     assert smtp.envelopes[0] == ("alerts@sumpwatch.test", ["owner@example.org"])
     assert msg["Subject"] == (
-        "[SumpWatch] CRITICAL: Sump water is going to the sanitary sewer - 12 Elm St")
+        "[SumpWatch] CRITICAL: Sump water is going to the sanitary sewer - 12 Elm St"
+    )
     assert msg["Message-ID"] == f"<{note.id}@sumpwatch.test>"
     plain = msg.get_body(("plain",))
     html = msg.get_body(("html",))
@@ -268,8 +297,8 @@ async def test_webhook_posts_json_that_the_receiver_verifies_by_its_signature(
             await eventually(lambda: len(hook.received) == 1)
             (alert,) = await manager.list_alerts()
             await eventually_async(
-                lambda: _count(lambda: manager.deliveries(alert_id=alert.id), ok=True,
-                               at_least=1))
+                lambda: _count(lambda: manager.deliveries(alert_id=alert.id), ok=True, at_least=1)
+            )
             (note,) = await manager.notifications(alert.id)
     (got,) = hook.received
     assert got["verified"] is True
@@ -290,8 +319,8 @@ async def test_a_webhook_with_the_wrong_secret_is_refused_by_the_receiver(
             await eventually(lambda: len(hook.received) == 1)
             (alert,) = await manager.list_alerts()
             await eventually_async(
-                lambda: _count(lambda: manager.deliveries(alert_id=alert.id), ok=False,
-                               at_least=1))
+                lambda: _count(lambda: manager.deliveries(alert_id=alert.id), ok=False, at_least=1)
+            )
             (note,) = await manager.notifications(alert.id)
     assert hook.received[0]["verified"] is False
     assert note.status == "failed"  # 401: permanent, not retried
@@ -316,8 +345,8 @@ async def test_a_send_cut_short_by_a_crash_is_retried_with_the_same_idempotency_
             await eventually(lambda: len(hook.received) == 2)
             (alert,) = await restarted.list_alerts()
             await eventually_async(
-                lambda: _count(lambda: restarted.deliveries(alert_id=alert.id), ok=True,
-                               at_least=1))
+                lambda: _count(lambda: restarted.deliveries(alert_id=alert.id), ok=True, at_least=1)
+            )
             log = await restarted.deliveries(alert_id=alert.id)
     assert hook.received[0]["delivery"] == hook.received[1]["delivery"]
     assert [a.detail.split(":")[0] for a in reversed(log)] == ["interrupted", "HTTP 204"]
@@ -327,19 +356,22 @@ async def test_a_send_cut_short_by_a_crash_is_retried_with_the_same_idempotency_
 
 
 async def test_site_alert_state_is_retained_on_mosquitto_for_home_automation(
-    db: SqliteDatabase, mosquitto: BrokerProcess,
+    db: SqliteDatabase,
+    mosquitto: BrokerProcess,
 ) -> None:
     async with MqttPublisher(mosquitto.host, mosquitto.port, client_id="alerts-test") as pub:
         manager = AlertManager(
-            db=db, registry=registry(OWNER), mqtt=pub,
+            db=db,
+            registry=registry(OWNER),
+            mqtt=pub,
             config=config(mqtt={"enabled": True, "qos": 1}),
         )
         async with running(manager):
             await manager.on_events([opened("high_water", citations=())])
             (alert,) = await manager.list_alerts()
             await eventually_async(
-                lambda: _count(lambda: manager.deliveries(alert_id=alert.id), ok=True,
-                               at_least=1))
+                lambda: _count(lambda: manager.deliveries(alert_id=alert.id), ok=True, at_least=1)
+            )
     # A subscriber that connects afterwards still gets the state: it is retained.
     async with aiomqtt.Client(mosquitto.host, mosquitto.port, identifier="ha-test") as sub:
         await sub.subscribe("sumpwatch/v1/elm-12/alerts", qos=1)
@@ -367,8 +399,8 @@ async def test_apprise_urls_deliver_through_apprise_and_are_redacted_in_the_log(
             await eventually(lambda: len(target.received) == 1)
             (alert,) = await manager.list_alerts()
             await eventually_async(
-                lambda: _count(lambda: manager.deliveries(alert_id=alert.id), ok=True,
-                               at_least=1))
+                lambda: _count(lambda: manager.deliveries(alert_id=alert.id), ok=True, at_least=1)
+            )
             (attempt,) = await manager.deliveries(alert_id=alert.id)
     body = target.received[0]["body"]
     assert body["title"].startswith("[SumpWatch] CRITICAL:")
@@ -377,29 +409,35 @@ async def test_apprise_urls_deliver_through_apprise_and_are_redacted_in_the_log(
 
 
 async def test_mqtt_state_follows_the_alert_across_a_broker_restart(
-    db: SqliteDatabase, mosquitto: BrokerProcess,
+    db: SqliteDatabase,
+    mosquitto: BrokerProcess,
 ) -> None:
     async with MqttPublisher(mosquitto.host, mosquitto.port, client_id="alerts-rs") as pub:
         manager = AlertManager(
-            db=db, registry=registry(OWNER), mqtt=pub,
+            db=db,
+            registry=registry(OWNER),
+            mqtt=pub,
             config=config(mqtt={"enabled": True, "qos": 1}),
         )
         async with running(manager):
             await manager.on_events([opened("high_water", citations=())])
             (alert,) = await manager.list_alerts()
             await eventually_async(
-                lambda: _count(lambda: manager.deliveries(alert_id=alert.id), ok=True,
-                               at_least=1))
+                lambda: _count(lambda: manager.deliveries(alert_id=alert.id), ok=True, at_least=1)
+            )
             await asyncio.to_thread(mosquitto.restart)
             await manager.acknowledge(alert.id, by="pat")
-            state = await _retained(mosquitto, "sumpwatch/v1/elm-12/alerts",
-                                    lambda s: s["unacknowledged"] == 0)
+            state = await _retained(
+                mosquitto, "sumpwatch/v1/elm-12/alerts", lambda s: s["unacknowledged"] == 0
+            )
     assert [(a["state"], a["acknowledged_by"]) for a in state["alerts"]] == [
-        ("acknowledged", "pat")]
+        ("acknowledged", "pat")
+    ]
 
 
-async def _retained(broker: BrokerProcess, topic: str,
-                    want: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+async def _retained(
+    broker: BrokerProcess, topic: str, want: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
     """Subscribe until the retained document satisfies ``want`` (fresh client each time)."""
     deadline = asyncio.get_running_loop().time() + 15
     while True:

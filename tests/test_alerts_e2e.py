@@ -30,40 +30,54 @@ def registry_with_contacts(sites_toml: str) -> str:
     """The simulator's registry, with an e-mail contact for every home."""
     data = tomllib.loads(sites_toml)
     for site in data["site"]:
-        site["contacts"] = [{"name": f"Owner of {site['id']}",
-                             "email": f"owner-{site['id']}@example.org"}]
+        site["contacts"] = [
+            {"name": f"Owner of {site['id']}", "email": f"owner-{site['id']}@example.org"}
+        ]
     return tomli_w.dumps(data)
 
 
 async def test_a_failed_pump_in_simulated_telemetry_ends_in_one_high_water_email(
-    tmp_path: Path, mosquitto: BrokerProcess,
+    tmp_path: Path,
+    mosquitto: BrokerProcess,
 ) -> None:
     start = datetime.now(UTC) - timedelta(hours=4)
-    run = run_offline("pump_failure_high_water", homes=1, start=start,
-                      duration=timedelta(hours=4))
+    run = run_offline("pump_failure_high_water", homes=1, start=start, duration=timedelta(hours=4))
     (home,) = run.labels["homes"]
     assert [c["condition"] for c in home["conditions"]] == ["high_water"]
     sites = tmp_path / "sites.toml"
     sites.write_text(registry_with_contacts(run.sites_toml))
     settings = Settings(
         _env_file=None,
-        data_dir=tmp_path / "data", sites_file=sites,
-        mqtt_host=mosquitto.host, mqtt_port=mosquitto.port,
-        mqtt_client_id=f"gw-{uuid.uuid4().hex[:8]}", batch_interval_s=0.02,
+        data_dir=tmp_path / "data",
+        sites_file=sites,
+        mqtt_host=mosquitto.host,
+        mqtt_port=mosquitto.port,
+        mqtt_client_id=f"gw-{uuid.uuid4().hex[:8]}",
+        batch_interval_s=0.02,
     )
     port = free_port()
     alerts_file = tmp_path / "alerts.toml"
-    alerts_file.write_text(tomli_w.dumps({
-        "poll_interval_s": 0.05, "mqtt": {"enabled": False},
-        "smtp": {"host": "127.0.0.1", "port": port, "security": "none",
-                 "sender": "SumpWatch <alerts@sumpwatch.test>"},
-    }))
+    alerts_file.write_text(
+        tomli_w.dumps(
+            {
+                "poll_interval_s": 0.05,
+                "mqtt": {"enabled": False},
+                "smtp": {
+                    "host": "127.0.0.1",
+                    "port": port,
+                    "security": "none",
+                    "sender": "SumpWatch <alerts@sumpwatch.test>",
+                },
+            }
+        )
+    )
     settings = settings.model_copy(update={"alerts_file": alerts_file})
     with smtp_server(port) as smtp:
         async with run_gateway(settings) as runtime:
             await wait_connected(runtime)
-            await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, run.messages,
-                                    client_id="sim-e2e")
+            await asyncio.to_thread(
+                publish, mosquitto.host, mosquitto.port, run.messages, client_id="sim-e2e"
+            )
 
             async def emailed() -> bool:
                 return any("high water" in m["Subject"].lower() for m in smtp.messages)
@@ -72,7 +86,8 @@ async def test_a_failed_pump_in_simulated_telemetry_ends_in_one_high_water_email
             await asyncio.sleep(0.5)  # more findings updates keep flowing: no more mail
             alerts = await runtime.alerts.list_alerts()
     assert [(a.rule_id, a.severity.value, a.state.value) for a in alerts] == [
-        ("high_water", "critical", "open")]
+        ("high_water", "critical", "open")
+    ]
     (mail,) = smtp.messages  # one alert, one e-mail, despite many finding updates
     assert mail["Subject"] == "[SumpWatch] CRITICAL: High water in the sump pit - fail-dead"
     assert mail["To"] == "Owner of fail-dead <owner-fail-dead@example.org>"

@@ -54,14 +54,18 @@ class Recorder:
         return DeliveryResult(True, "ok")
 
     def reasons(self, recipient: str | None = None) -> list[str]:
-        return [m.payload["event"] for m in self.sent
-                if recipient is None or m.recipient == recipient]
+        return [
+            m.payload["event"] for m in self.sent if recipient is None or m.recipient == recipient
+        ]
 
 
 def site(contacts: tuple[Contact, ...], site_id: str = "elm-12") -> SiteConfig:
     return SiteConfig(
-        id=site_id, name="12 Elm St", jurisdiction="edgar",
-        nodes=(NodeConfig(id="pit", kind="pit"),), contacts=contacts,
+        id=site_id,
+        name="12 Elm St",
+        jurisdiction="edgar",
+        nodes=(NodeConfig(id="pit", kind="pit"),),
+        contacts=contacts,
     )
 
 
@@ -82,9 +86,18 @@ def finding(
     level_cm: float = 60.0,
 ) -> Finding:
     return Finding(
-        id=fid, rule_id=rule, site_id="elm-12", severity=severity, title=f"{rule} title",
-        opened_at=opened, updated_at=opened, cleared_at=cleared, level=level,
-        audience=audience, evidence={"level_cm": level_cm}, citations=citations,
+        id=fid,
+        rule_id=rule,
+        site_id="elm-12",
+        severity=severity,
+        title=f"{rule} title",
+        opened_at=opened,
+        updated_at=opened,
+        cleared_at=cleared,
+        level=level,
+        audience=audience,
+        evidence={"level_cm": level_cm},
+        citations=citations,
         action="Check the pump.",
     )
 
@@ -95,8 +108,14 @@ def ev(change: FindingChange, f: Finding) -> FindingEvent:
 
 def violation(fid: str = "f1", opened: datetime = T0) -> Finding:
     """A sanitary-discharge ordinance violation addressed to both audiences."""
-    return finding("sanitary_discharge", Severity.WARNING, fid=fid, opened=opened,
-                   citations=CITE, audience=(Audience.HOMEOWNER, Audience.PUBLIC_WORKS))
+    return finding(
+        "sanitary_discharge",
+        Severity.WARNING,
+        fid=fid,
+        opened=opened,
+        citations=CITE,
+        audience=(Audience.HOMEOWNER, Audience.PUBLIC_WORKS),
+    )
 
 
 @dataclass
@@ -130,17 +149,25 @@ def make(
 ) -> Harness:
     clock = clock or Clock()
     email = email or Recorder()
-    cfg = AlertsConfig.model_validate({
-        "flap_window_s": 600, "repeat_interval_s": 900,
-        "retry": RetryPolicy(initial_s=30, jitter=0, max_attempts=3),
-        "jurisdictions": {"edgar": Jurisdiction(default_assignee="inspector-1",
-                                                recipients=(PW,))},
-        "mqtt": {"enabled": False},
-        **config,
-    })
+    cfg = AlertsConfig.model_validate(
+        {
+            "flap_window_s": 600,
+            "repeat_interval_s": 900,
+            "retry": RetryPolicy(initial_s=30, jitter=0, max_attempts=3),
+            "jurisdictions": {
+                "edgar": Jurisdiction(default_assignee="inspector-1", recipients=(PW,))
+            },
+            "mqtt": {"enabled": False},
+            **config,
+        }
+    )
     manager = AlertManager(
-        db=db, registry=SiteRegistry([site(contacts)]), config=cfg, clock=clock,
-        grace_period=lambda j, r: grace, channels={"email": email},
+        db=db,
+        registry=SiteRegistry([site(contacts)]),
+        config=cfg,
+        clock=clock,
+        grace_period=lambda j, r: grace,
+        channels={"email": email},
     )
     return Harness(manager, clock, email)
 
@@ -185,11 +212,12 @@ async def test_a_flapping_finding_keeps_one_alert_and_sends_no_storm(h: Harness)
     await h.drain()
     for i in range(5):
         h.clock.advance(seconds=30)
-        await h.manager.on_events([ev(FindingChange.CLEARED, finding(fid=f"f{i+1}",
-                                                                     cleared=h.clock.now))])
+        await h.manager.on_events(
+            [ev(FindingChange.CLEARED, finding(fid=f"f{i + 1}", cleared=h.clock.now))]
+        )
         await h.drain()
         h.clock.advance(seconds=30)
-        await h.manager.on_events([ev(FindingChange.OPENED, finding(fid=f"f{i+2}"))])
+        await h.manager.on_events([ev(FindingChange.OPENED, finding(fid=f"f{i + 2}"))])
         await h.drain()
     alerts = await h.manager.list_alerts()
     assert len(alerts) == 1
@@ -246,7 +274,10 @@ async def test_critical_homeowner_alerts_repeat_until_acknowledged(h: Harness) -
     (alert,) = await h.manager.list_alerts()
     acked = await h.manager.acknowledge(alert.id, by="owner", note="on it")
     assert (acked.state, acked.acknowledged_by, acked.ack_note) == (
-        AlertState.ACKNOWLEDGED, "owner", "on it")
+        AlertState.ACKNOWLEDGED,
+        "owner",
+        "on it",
+    )
     h.clock.advance(seconds=3600)
     await h.drain()
     assert h.email.reasons() == ["opened", "repeat", "repeat"]
@@ -303,8 +334,9 @@ async def test_without_a_grace_period_a_violation_goes_to_public_works_at_once(
 
 
 async def test_findings_without_a_citation_never_go_to_public_works(h: Harness) -> None:
-    f = finding("continuous_run", Severity.CRITICAL,
-                audience=(Audience.HOMEOWNER, Audience.PUBLIC_WORKS))
+    f = finding(
+        "continuous_run", Severity.CRITICAL, audience=(Audience.HOMEOWNER, Audience.PUBLIC_WORKS)
+    )
     await h.manager.on_events([ev(FindingChange.OPENED, f)])
     h.clock.advance(days=60)
     await h.drain()
@@ -327,10 +359,12 @@ async def test_quiet_hours_hold_back_warnings_but_not_critical_alerts(
     quiet = Contact(name="Owner", email="owner@example.org", quiet_hours=(22, 7))
     h = make(db, contacts=(quiet,), clock=Clock(night))
     await h.manager.open()
-    await h.manager.on_events([
-        ev(FindingChange.OPENED, finding("short_cycling", Severity.WARNING, fid="w")),
-        ev(FindingChange.OPENED, finding("high_water", Severity.CRITICAL, fid="c")),
-    ])
+    await h.manager.on_events(
+        [
+            ev(FindingChange.OPENED, finding("short_cycling", Severity.WARNING, fid="w")),
+            ev(FindingChange.OPENED, finding("high_water", Severity.CRITICAL, fid="c")),
+        ]
+    )
     await h.drain()
     assert [m.payload["alert"]["rule_id"] for m in h.email.sent] == ["high_water"]
     h.clock.now = datetime(2026, 1, 16, 12, 59, tzinfo=UTC)  # 06:59 in Chicago
@@ -349,7 +383,10 @@ async def test_resolving_by_hand_records_who_and_why_and_tells_the_homeowner(
     (alert,) = await h.manager.list_alerts()
     done = await h.manager.resolve(alert.id, by="inspector-1", note="pump replaced")
     assert (done.state, done.resolved_by, done.resolve_note) == (
-        AlertState.RESOLVED, "inspector-1", "pump replaced")
+        AlertState.RESOLVED,
+        "inspector-1",
+        "pump replaced",
+    )
     await h.drain()
     assert h.email.reasons() == ["opened", "resolved"]
     with pytest.raises(InvalidTransition):
@@ -377,9 +414,11 @@ async def test_failed_sends_are_retried_with_backoff_then_given_up(db: SqliteDat
     (n,) = await h.manager.notifications(alert.id)
     assert (n.status, n.attempts) == (NotificationStatus.FAILED, 3)
     log = await h.manager.deliveries(alert_id=alert.id)
-    assert [(a.attempt, a.ok, a.detail) for a in log] == [(3, False, "down"),
-                                                          (2, False, "down"),
-                                                          (1, False, "down")]
+    assert [(a.attempt, a.ok, a.detail) for a in log] == [
+        (3, False, "down"),
+        (2, False, "down"),
+        (1, False, "down"),
+    ]
 
 
 async def test_a_permanent_failure_is_not_retried(db: SqliteDatabase) -> None:
@@ -396,13 +435,16 @@ async def test_a_permanent_failure_is_not_retried(db: SqliteDatabase) -> None:
 async def test_list_filters_by_site_state_severity_and_time(h: Harness) -> None:
     await h.manager.on_events([ev(FindingChange.OPENED, finding("high_water", fid="a"))])
     h.clock.advance(hours=1)
-    await h.manager.on_events([ev(FindingChange.OPENED,
-                                  finding("short_cycling", Severity.WARNING, fid="b"))])
+    await h.manager.on_events(
+        [ev(FindingChange.OPENED, finding("short_cycling", Severity.WARNING, fid="b"))]
+    )
     m = h.manager
     assert [a.rule_id for a in await m.list_alerts(AlertQuery(severity=Severity.WARNING))] == [
-        "short_cycling"]
-    assert [a.rule_id for a in await m.list_alerts(AlertQuery(until=T0 + timedelta(minutes=1)))
-            ] == ["high_water"]
+        "short_cycling"
+    ]
+    assert [
+        a.rule_id for a in await m.list_alerts(AlertQuery(until=T0 + timedelta(minutes=1)))
+    ] == ["high_water"]
     assert len(await m.list_alerts(AlertQuery(site_id="elm-12", state=AlertState.OPEN))) == 2
     assert await m.list_alerts(AlertQuery(jurisdiction="sewer-ord-247")) == []
 

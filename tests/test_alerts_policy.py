@@ -60,7 +60,12 @@ def test_outside_quiet_hours_nothing_waits() -> None:
 def test_backoff_grows_exponentially_up_to_the_cap() -> None:
     policy = RetryPolicy(initial_s=10, multiplier=2, max_s=60, jitter=0)
     assert [backoff_delay(n, policy).total_seconds() for n in (1, 2, 3, 4, 5)] == [
-        10, 20, 40, 60, 60]
+        10,
+        20,
+        40,
+        60,
+        60,
+    ]
 
 
 def test_backoff_jitter_stays_within_its_fraction() -> None:
@@ -70,18 +75,26 @@ def test_backoff_jitter_stays_within_its_fraction() -> None:
 
 
 def test_homeowner_targets_follow_the_chosen_channels_that_have_an_address() -> None:
-    contact = Contact(name="Pat", email="pat@example.org", webhook_url=None,
-                      apprise_urls=("ntfy://ntfy.sh/pat",), channels=("email", "webhook",
-                                                                     "apprise"))
+    contact = Contact(
+        name="Pat",
+        email="pat@example.org",
+        webhook_url=None,
+        apprise_urls=("ntfy://ntfy.sh/pat",),
+        channels=("email", "webhook", "apprise"),
+    )
     assert [(t.channel, t.recipient) for t in homeowner_targets([contact])] == [
-        ("email", "pat@example.org"), ("apprise", "ntfy://ntfy.sh/pat")]
+        ("email", "pat@example.org"),
+        ("apprise", "ntfy://ntfy.sh/pat"),
+    ]
 
 
 def test_public_works_routing_is_by_rule_and_minimum_severity() -> None:
-    routing = Jurisdiction(recipients=(
-        Recipient(email="sewer@x.gov", rules=("sanitary_discharge",)),
-        Recipient(email="all@x.gov", min_severity=Severity.CRITICAL),
-    ))
+    routing = Jurisdiction(
+        recipients=(
+            Recipient(email="sewer@x.gov", rules=("sanitary_discharge",)),
+            Recipient(email="all@x.gov", min_severity=Severity.CRITICAL),
+        )
+    )
     pick = lambda rule, sev: [t.recipient for t in public_works_targets(routing, rule, sev)]  # noqa: E731
     assert pick("sanitary_discharge", Severity.WARNING) == ["sewer@x.gov"]
     assert pick("sanitary_discharge", Severity.CRITICAL) == ["sewer@x.gov", "all@x.gov"]
@@ -90,13 +103,18 @@ def test_public_works_routing_is_by_rule_and_minimum_severity() -> None:
 
 
 def test_the_example_routing_file_loads_with_secrets_from_the_environment() -> None:
-    cfg = load_alerts_config(EXAMPLE, env={"SUMPWATCH_SMTP_PASSWORD": "s3cret",
-                                           "SUMPWATCH_WEBHOOK_SECRET": "k"})
+    cfg = load_alerts_config(
+        EXAMPLE, env={"SUMPWATCH_SMTP_PASSWORD": "s3cret", "SUMPWATCH_WEBHOOK_SECRET": "k"}
+    )
     assert cfg.smtp is not None and cfg.smtp.password is not None
     assert cfg.smtp.password.get_secret_value() == "s3cret"
     assert cfg.webhook.secret is not None and cfg.webhook.secret.get_secret_value() == "k"
-    assert set(cfg.jurisdictions) == {"edgar", "sewer-ord-247", "local-law-6-2024",
-                                      "storm-ord-1991-43"}
+    assert set(cfg.jurisdictions) == {
+        "edgar",
+        "sewer-ord-247",
+        "local-law-6-2024",
+        "storm-ord-1991-43",
+    }
 
 
 def test_a_password_written_in_the_routing_file_is_refused(tmp_path: Path) -> None:
@@ -114,28 +132,49 @@ def test_no_routing_file_means_defaults() -> None:
 def test_evidence_is_shown_in_the_contacts_units() -> None:
     evidence = {"level_cm": 50.8, "pipe_temp_c": -2.0, "flow_lpm": 0.0, "starts": 14}
     assert format_evidence(evidence, "us") == [
-        ("level", "20.0 in"), ("pipe temp", "28.4 °F"), ("flow", "0.0 gal/min"),
-        ("starts", "14")]
+        ("level", "20.0 in"),
+        ("pipe temp", "28.4 °F"),
+        ("flow", "0.0 gal/min"),
+        ("starts", "14"),
+    ]
     assert format_evidence(evidence, "metric")[0] == ("level", "50.8 cm")
 
 
 def _alert() -> Alert:
     t = datetime(2026, 1, 15, 18, 0, tzinfo=UTC)
     return Alert(
-        id="a1", site_id="elm-12", jurisdiction="edgar", rule_id="icing_risk",
-        finding_id="f1", state=AlertState.OPEN, severity=Severity.WARNING, level="violation",
-        title="Discharge can ice <the> walk", action="Move the outlet", audience=("homeowner",),
+        id="a1",
+        site_id="elm-12",
+        jurisdiction="edgar",
+        rule_id="icing_risk",
+        finding_id="f1",
+        state=AlertState.OPEN,
+        severity=Severity.WARNING,
+        level="violation",
+        title="Discharge can ice <the> walk",
+        action="Move the outlet",
+        audience=("homeowner",),
         citations=({"file": "000_86c7187f3bed6ca5.txt", "section": "(d)(1)", "quote": "q"},),
-        evidence={"air_temp_c": -5.0}, opened_at=t, updated_at=t,
+        evidence={"air_temp_c": -5.0},
+        opened_at=t,
+        updated_at=t,
     )
 
 
 def _note(reason: Reason = Reason.OPENED) -> Notification:
     t = datetime(2026, 1, 15, 18, 0, tzinfo=UTC)
     return Notification(
-        id="n1", alert_id="a1", site_id="elm-12", audience="homeowner", channel="email",
-        recipient="pat@example.org", recipient_name="Pat", reason=reason,
-        severity=Severity.WARNING, created_at=t, not_before=t,
+        id="n1",
+        alert_id="a1",
+        site_id="elm-12",
+        audience="homeowner",
+        channel="email",
+        recipient="pat@example.org",
+        recipient_name="Pat",
+        reason=reason,
+        severity=Severity.WARNING,
+        created_at=t,
+        not_before=t,
         status=NotificationStatus.PENDING,
     )
 

@@ -99,8 +99,7 @@ class MqttPublisher:
         """Publish, connecting first if needed; a failure drops the connection."""
         client = await self._connected()
         try:
-            await client.publish(topic, payload, qos=qos, retain=retain,
-                                 timeout=self._timeout_s)
+            await client.publish(topic, payload, qos=qos, retain=retain, timeout=self._timeout_s)
         except aiomqtt.MqttError as exc:
             await self._drop()
             raise BrokerError(f"publish to {topic} failed: {exc}") from exc

@@ -78,12 +78,10 @@ class WebhookChannel:
         }
         try:
             if self._client is not None:
-                response = await self._client.post(message.recipient, content=body,
-                                                   headers=headers)
+                response = await self._client.post(message.recipient, content=body, headers=headers)
             else:
                 async with httpx.AsyncClient(timeout=self._config.timeout_s) as client:
-                    response = await client.post(message.recipient, content=body,
-                                                 headers=headers)
+                    response = await client.post(message.recipient, content=body, headers=headers)
         except httpx.HTTPError as exc:
             return DeliveryResult(False, f"HTTP error: {exc!r}")
         code = response.status_code

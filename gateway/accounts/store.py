@@ -66,7 +66,6 @@ MIN_PASSWORD_LENGTH = 10
 SESSION_TTL_S = 12 * 3600.0
 
 
-
 def check_password_policy(password: str) -> None:
     """Refuse passwords too short to resist guessing (ConfigError)."""
     if len(password) < MIN_PASSWORD_LENGTH:

@@ -89,15 +89,32 @@ class AlertPublic(AlertBase):
     def of(cls, a: Alert) -> AlertPublic:
         """From the domain value."""
         return cls(
-            id=a.id, site_id=a.site_id, jurisdiction=a.jurisdiction, rule_id=a.rule_id,
-            finding_id=a.finding_id, state=a.state, severity=a.severity, level=a.level,
-            title=a.title, action=a.action, audience=list(a.audience),
-            citations=[CitationPublic(**c) for c in a.citations], evidence=dict(a.evidence),
-            opened_at=a.opened_at, updated_at=a.updated_at,
-            acknowledged_at=a.acknowledged_at, acknowledged_by=a.acknowledged_by,
-            ack_note=a.ack_note, resolved_at=a.resolved_at, resolved_by=a.resolved_by,
-            resolve_note=a.resolve_note, assignee=a.assignee, escalate_at=a.escalate_at,
-            escalated_at=a.escalated_at, repeats=a.repeats, flaps=a.flaps,
+            id=a.id,
+            site_id=a.site_id,
+            jurisdiction=a.jurisdiction,
+            rule_id=a.rule_id,
+            finding_id=a.finding_id,
+            state=a.state,
+            severity=a.severity,
+            level=a.level,
+            title=a.title,
+            action=a.action,
+            audience=list(a.audience),
+            citations=[CitationPublic(**c) for c in a.citations],
+            evidence=dict(a.evidence),
+            opened_at=a.opened_at,
+            updated_at=a.updated_at,
+            acknowledged_at=a.acknowledged_at,
+            acknowledged_by=a.acknowledged_by,
+            ack_note=a.ack_note,
+            resolved_at=a.resolved_at,
+            resolved_by=a.resolved_by,
+            resolve_note=a.resolve_note,
+            assignee=a.assignee,
+            escalate_at=a.escalate_at,
+            escalated_at=a.escalated_at,
+            repeats=a.repeats,
+            flaps=a.flaps,
         )
 
 
@@ -121,11 +138,18 @@ class NotificationPublic(BaseModel):
     def of(cls, n: Notification) -> NotificationPublic:
         """From the domain value (Apprise URLs redacted: they carry tokens)."""
         return cls(
-            id=n.id, audience=n.audience, channel=n.channel,
+            id=n.id,
+            audience=n.audience,
+            channel=n.channel,
             recipient=redact(n.recipient) if n.channel == "apprise" else n.recipient,
-            reason=n.reason.value, status=n.status.value, attempts=n.attempts,
-            created_at=n.created_at, not_before=n.not_before,
-            next_attempt_at=n.next_attempt_at, sent_at=n.sent_at, last_error=n.last_error,
+            reason=n.reason.value,
+            status=n.status.value,
+            attempts=n.attempts,
+            created_at=n.created_at,
+            not_before=n.not_before,
+            next_attempt_at=n.next_attempt_at,
+            sent_at=n.sent_at,
+            last_error=n.last_error,
         )
 
 
@@ -153,9 +177,16 @@ class DeliveryPublic(BaseModel):
     def of(cls, d: DeliveryAttempt) -> DeliveryPublic:
         """From the domain value."""
         return cls(
-            id=d.id, notification_id=d.notification_id, alert_id=d.alert_id,
-            channel=d.channel, recipient=d.recipient, attempt=d.attempt,
-            started_at=d.started_at, finished_at=d.finished_at, ok=d.ok, detail=d.detail,
+            id=d.id,
+            notification_id=d.notification_id,
+            alert_id=d.alert_id,
+            channel=d.channel,
+            recipient=d.recipient,
+            attempt=d.attempt,
+            started_at=d.started_at,
+            finished_at=d.finished_at,
+            ok=d.ok,
+            detail=d.detail,
         )
 
 
@@ -203,18 +234,28 @@ async def list_alerts(
     for name, ts in (("from", since), ("to", until)):
         if ts is not None and ts.tzinfo is None:
             raise HTTPException(422, f"'{name}' needs a time zone (e.g. Z)")
-    query = AlertQuery(site_id=site, jurisdiction=jurisdiction, state=state, severity=severity,
-                       rule_id=rule, since=since, until=until, limit=limit, offset=offset)
+    query = AlertQuery(
+        site_id=site,
+        jurisdiction=jurisdiction,
+        state=state,
+        severity=severity,
+        rule_id=rule,
+        since=since,
+        until=until,
+        limit=limit,
+        offset=offset,
+    )
     visible = scope.site_ids()
     if visible is None or site is not None:  # admin, or one site access control checked
         return [AlertPublic.of(a) for a in await alerts.list_alerts(query)]
     # Per visible site, then merged: the page is taken from the caller's alerts only.
     found: list[Alert] = []
     for site_id in sorted(visible):
-        found += await alerts.list_alerts(replace(query, site_id=site_id, offset=0,
-                                                  limit=offset + limit))
+        found += await alerts.list_alerts(
+            replace(query, site_id=site_id, offset=0, limit=offset + limit)
+        )
     found.sort(key=lambda a: a.opened_at, reverse=True)
-    return [AlertPublic.of(a) for a in found[offset:offset + limit]]
+    return [AlertPublic.of(a) for a in found[offset : offset + limit]]
 
 
 @router.get("/alerts/{alert_id}", response_model=AlertDetail)
@@ -225,8 +266,10 @@ async def get_alert(alert_id: str, alerts: AlertsDep) -> AlertDetail:
     except NotFound as exc:
         raise _not_found(exc) from exc
     notes = await alerts.notifications(alert_id)
-    return AlertDetail(**AlertPublic.of(alert).model_dump(),
-                       notifications=[NotificationPublic.of(n) for n in notes])
+    return AlertDetail(
+        **AlertPublic.of(alert).model_dump(),
+        notifications=[NotificationPublic.of(n) for n in notes],
+    )
 
 
 @router.post("/alerts/{alert_id}/ack", response_model=AlertPublic)
@@ -279,8 +322,7 @@ async def alert_deliveries(
         await alerts.get(alert_id)
     except NotFound as exc:
         raise _not_found(exc) from exc
-    return [DeliveryPublic.of(d) for d in await alerts.deliveries(alert_id=alert_id,
-                                                                  limit=limit)]
+    return [DeliveryPublic.of(d) for d in await alerts.deliveries(alert_id=alert_id, limit=limit)]
 
 
 @router.get("/deliveries", response_model=list[DeliveryPublic])
