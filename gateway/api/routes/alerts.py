@@ -8,6 +8,8 @@ caller's sites (gateway.accounts.access).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any
@@ -212,8 +214,15 @@ def _actor(principal: Principal, claimed: str) -> str:
     return claimed if principal.via == "open" else principal.username
 
 
-def _not_found(exc: NotFound) -> HTTPException:
-    return HTTPException(status_code=404, detail=str(exc))
+@contextlib.contextmanager
+def _http_errors() -> Iterator[None]:
+    """Translate the alert manager's errors at this edge: 404 and 409."""
+    try:
+        yield
+    except NotFound as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from exc
+    except InvalidTransition as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from exc
 
 
 @router.get("/alerts", response_model=list[AlertPublic])
@@ -231,9 +240,6 @@ async def list_alerts(
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> list[AlertPublic]:
     """Alerts, newest first, filtered."""
-    for name, ts in (("from", since), ("to", until)):
-        if ts is not None and ts.tzinfo is None:
-            raise HTTPException(422, f"'{name}' needs a time zone (e.g. Z)")
     query = AlertQuery(
         site_id=site,
         jurisdiction=jurisdiction,
@@ -261,10 +267,8 @@ async def list_alerts(
 @router.get("/alerts/{alert_id}", response_model=AlertDetail)
 async def get_alert(alert_id: str, alerts: AlertsDep) -> AlertDetail:
     """One alert with its notifications."""
-    try:
+    with _http_errors():
         alert = await alerts.get(alert_id)
-    except NotFound as exc:
-        raise _not_found(exc) from exc
     notes = await alerts.notifications(alert_id)
     return AlertDetail(
         **AlertPublic.of(alert).model_dump(),
@@ -277,14 +281,10 @@ async def acknowledge(
     alert_id: str, body: AckCreate, alerts: AlertsDep, principal: PrincipalDep
 ) -> AlertPublic:
     """open -> acknowledged (stops the reminders); 409 unless open."""
-    try:
+    with _http_errors():
         return AlertPublic.of(
             await alerts.acknowledge(alert_id, by=_actor(principal, body.by), note=body.note)
         )
-    except NotFound as exc:
-        raise _not_found(exc) from exc
-    except InvalidTransition as exc:
-        raise HTTPException(status_code=409, detail=str(exc)) from exc
 
 
 @router.post("/alerts/{alert_id}/assign", response_model=AlertPublic)
@@ -292,10 +292,8 @@ async def assign(
     alert_id: str, body: AssignCreate, alerts: AlertsDep, _staff: StaffDep
 ) -> AlertPublic:
     """Set who handles the alert."""
-    try:
+    with _http_errors():
         return AlertPublic.of(await alerts.assign(alert_id, assignee=body.assignee))
-    except NotFound as exc:
-        raise _not_found(exc) from exc
 
 
 @router.post("/alerts/{alert_id}/resolve", response_model=AlertPublic)
@@ -303,14 +301,10 @@ async def resolve(
     alert_id: str, body: ResolveCreate, alerts: AlertsDep, staff: StaffDep
 ) -> AlertPublic:
     """Resolve by hand with a note; 409 if already resolved."""
-    try:
+    with _http_errors():
         return AlertPublic.of(
             await alerts.resolve(alert_id, by=_actor(staff, body.by), note=body.note)
         )
-    except NotFound as exc:
-        raise _not_found(exc) from exc
-    except InvalidTransition as exc:
-        raise HTTPException(status_code=409, detail=str(exc)) from exc
 
 
 @router.get("/alerts/{alert_id}/deliveries", response_model=list[DeliveryPublic])
@@ -318,10 +312,8 @@ async def alert_deliveries(
     alert_id: str, alerts: AlertsDep, limit: Annotated[int, Query(ge=1, le=5000)] = 500
 ) -> list[DeliveryPublic]:
     """Every delivery attempt of one alert, newest first."""
-    try:
+    with _http_errors():
         await alerts.get(alert_id)
-    except NotFound as exc:
-        raise _not_found(exc) from exc
     return [DeliveryPublic.of(d) for d in await alerts.deliveries(alert_id=alert_id, limit=limit)]
 
 
