@@ -17,10 +17,10 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.routing import iter_route_contexts
 from sse_starlette import EventSourceResponse
 
-from alerts.models import Alert, InvalidTransition
+from alerts.models import Alert
 from gateway.accounts.access import PrincipalDep, ScopeDep, StaffDep
 from gateway.accounts.models import Principal
-from gateway.errors import NotFound
+from gateway.api.errors import alert_errors
 from gateway.registry import SiteConfig
 from gateway.web import live, sources
 from gateway.web.series import RANGES, ChartsView, Range, charts_view, season_start
@@ -221,12 +221,8 @@ def _answer(request: Request, alert: Alert, back: str) -> Response:
 
 
 async def _act(request: Request, action: Any) -> Alert:
-    try:
+    with alert_errors():
         alert: Alert = await action
-    except NotFound as exc:
-        raise HTTPException(404, detail=str(exc)) from exc
-    except InvalidTransition as exc:
-        raise HTTPException(409, detail=str(exc)) from exc
     return alert
 
 

@@ -8,13 +8,11 @@ caller's sites (gateway.accounts.access).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from alerts.channels.apprise import redact
@@ -24,13 +22,12 @@ from alerts.models import (
     AlertQuery,
     AlertState,
     DeliveryAttempt,
-    InvalidTransition,
     Notification,
 )
 from gateway.accounts.models import Principal
 from gateway.api.deps import MAX_OFFSET, PrincipalDep, ScopeDep, StaffDep, UtcTime
+from gateway.api.errors import alert_errors
 from gateway.domain import Severity
-from gateway.errors import NotFound
 
 router = APIRouter(tags=["alerts"])
 
@@ -214,17 +211,6 @@ def _actor(principal: Principal, claimed: str) -> str:
     return claimed if principal.via == "open" else principal.username
 
 
-@contextlib.contextmanager
-def _http_errors() -> Iterator[None]:
-    """Translate the alert manager's errors at this edge: 404 and 409."""
-    try:
-        yield
-    except NotFound as exc:
-        raise HTTPException(status_code=404, detail=str(exc)) from exc
-    except InvalidTransition as exc:
-        raise HTTPException(status_code=409, detail=str(exc)) from exc
-
-
 @router.get("/alerts", response_model=list[AlertPublic])
 async def list_alerts(
     alerts: AlertsDep,
@@ -267,7 +253,7 @@ async def list_alerts(
 @router.get("/alerts/{alert_id}", response_model=AlertDetail)
 async def get_alert(alert_id: str, alerts: AlertsDep) -> AlertDetail:
     """One alert with its notifications."""
-    with _http_errors():
+    with alert_errors():
         alert = await alerts.get(alert_id)
     notes = await alerts.notifications(alert_id)
     return AlertDetail(
@@ -281,7 +267,7 @@ async def acknowledge(
     alert_id: str, body: AckCreate, alerts: AlertsDep, principal: PrincipalDep
 ) -> AlertPublic:
     """open -> acknowledged (stops the reminders); 409 unless open."""
-    with _http_errors():
+    with alert_errors():
         return AlertPublic.of(
             await alerts.acknowledge(alert_id, by=_actor(principal, body.by), note=body.note)
         )
@@ -292,7 +278,7 @@ async def assign(
     alert_id: str, body: AssignCreate, alerts: AlertsDep, _staff: StaffDep
 ) -> AlertPublic:
     """Set who handles the alert."""
-    with _http_errors():
+    with alert_errors():
         return AlertPublic.of(await alerts.assign(alert_id, assignee=body.assignee))
 
 
@@ -301,7 +287,7 @@ async def resolve(
     alert_id: str, body: ResolveCreate, alerts: AlertsDep, staff: StaffDep
 ) -> AlertPublic:
     """Resolve by hand with a note; 409 if already resolved."""
-    with _http_errors():
+    with alert_errors():
         return AlertPublic.of(
             await alerts.resolve(alert_id, by=_actor(staff, body.by), note=body.note)
         )
@@ -312,7 +298,7 @@ async def alert_deliveries(
     alert_id: str, alerts: AlertsDep, limit: Annotated[int, Query(ge=1, le=5000)] = 500
 ) -> list[DeliveryPublic]:
     """Every delivery attempt of one alert, newest first."""
-    with _http_errors():
+    with alert_errors():
         await alerts.get(alert_id)
     return [DeliveryPublic.of(d) for d in await alerts.deliveries(alert_id=alert_id, limit=limit)]
 
