@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterator
-from datetime import date
+from datetime import date, datetime, time, timedelta
 from enum import StrEnum
 from pathlib import Path
+from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -28,6 +29,14 @@ class NodeConfig(BaseModel):
     id: str = Field(pattern=ID_PATTERN)
     kind: NodeKind
     interval_s: float = Field(10.0, gt=0, description="Nominal seconds between samples")
+    #: Discharge nodes only: where the pressure transducer sits. At the outlet it
+    #: reads ~0 kPa on an open line; on the riser near the pump it reads the line's
+    #: static lift whenever the pump runs, even when no water reaches the outlet.
+    #: None: not recorded (the detectors then learn the site's running baseline).
+    pressure_tap: Literal["outlet", "riser"] | None = None
+    static_head_kpa: float | None = Field(
+        None, ge=0, description="Pressure the tap reads with the pump running into an open line"
+    )
 
 
 class PitConfig(BaseModel):
@@ -67,17 +76,46 @@ class DischargeDestination(StrEnum):
 
 
 class Waiver(BaseModel):
-    """A waiver or time extension granted by the village, e.g. Edgar (f)(3)."""
+    """A waiver or time extension granted by the village, e.g. Edgar (f)(3)b.
+
+    ``start``/``end`` are either dates (the whole local day, both ends included) or
+    aware date-times (exactly that instant): "a limited time specified in the written
+    determination" can end at an hour, and a waiver ending at midnight UTC must not
+    stretch into the rest of the local day. Only packs whose rule carries a
+    ``waiver_cite`` honour a waiver at all (``RuleSpec.waiver_citation``).
+    """
 
     model_config = _CFG
     rule: str = Field(description="Rule id it covers, e.g. sanitary_discharge")
-    start: date
-    end: date
+    start: datetime | date
+    end: datetime | date
     reference: str = ""
 
-    def covers(self, day: date) -> bool:
-        """True on the days the waiver is in force (both ends included)."""
-        return self.start <= day <= self.end
+    @field_validator("start", "end")
+    @classmethod
+    def _aware(cls, value: datetime | date) -> datetime | date:
+        if isinstance(value, datetime) and value.tzinfo is None:
+            raise ValueError("a waiver time needs a UTC offset (or give a date)")
+        return value
+
+    def bounds(self, tz: ZoneInfo) -> tuple[datetime, datetime]:
+        """``[start, end)`` as aware instants; a date end runs to the next local midnight."""
+        start = (
+            self.start
+            if isinstance(self.start, datetime)
+            else datetime.combine(self.start, time(), tz)
+        )
+        end = (
+            self.end
+            if isinstance(self.end, datetime)
+            else datetime.combine(self.end + timedelta(days=1), time(), tz)
+        )
+        return start, end
+
+    def covers_at(self, ts: datetime, tz: ZoneInfo) -> bool:
+        """True while the waiver is in force at instant ``ts``."""
+        start, end = self.bounds(tz)
+        return start <= ts < end
 
 
 class Installation(BaseModel):

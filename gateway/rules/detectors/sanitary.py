@@ -237,8 +237,10 @@ class SanitaryDischargeDetector:
         if not self.active:
             return INACTIVE
         site = state.ctx.site
-        day = j.cycle.end_ts.astimezone(site.tz).date()
-        waiver = next((w for w in site.waivers if w.rule == RULE_ID and w.covers(day)), None)
+        waiver = next(
+            (w for w in site.waivers if w.rule == RULE_ID and w.covers_at(j.cycle.end_ts, site.tz)),
+            None,
+        )
         if waiver is not None:
             return INACTIVE  # lawful for the time the written determination states
         pack = state.ctx.pack
