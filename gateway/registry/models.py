@@ -91,6 +91,14 @@ class Waiver(BaseModel):
     end: datetime | date
     reference: str = ""
 
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _plain_date(cls, value: object) -> object:
+        # "2026-05-20" is a whole local day, not midnight UTC: parse it as a date.
+        if isinstance(value, str) and len(value) == 10:
+            return date.fromisoformat(value)
+        return value
+
     @field_validator("start", "end")
     @classmethod
     def _aware(cls, value: datetime | date) -> datetime | date:
