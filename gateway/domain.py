@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.contract import NodeKind
 
@@ -143,3 +143,40 @@ class FindingEvent:
 
     change: FindingChange
     finding: Finding
+
+
+class ConfirmationKind(StrEnum):
+    """What kind of record confirms (or refutes) what telemetry suggested."""
+
+    OBSERVATION = "observation"  # a dated sighting by public works or the public
+    INSPECTION = "inspection"  # a village inspection result
+    CORRECTION_PROOF = "correction_proof"  # a plumber's certificate, a photo of the fix
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    """A recorded fact that turns a suspected finding into an observed one, or refutes it.
+
+    Telemetry alone only ever suspects a violation: Edgar (c)(2)c needs an actual "icy
+    condition", L.L. 6-2024 H "a build-up of icing", and a water balance that does not
+    close can also be a leak or a failed sensor. A violation needs one of these.
+    ``confirms`` False records a refuting result (an inspection that found no hose).
+    """
+
+    id: str
+    site_id: str
+    rule_id: str
+    kind: ConfirmationKind
+    observed_at: datetime
+    confirms: bool
+    source: str  # who: an inspector's name, "public works", a complaint reference
+    note: str = ""
+    case_id: str | None = None
+
+
+class ConfirmationSource(Protocol):
+    """Where verdicts read confirmations from (the cases package implements it)."""
+
+    def confirmations(self, site_id: str, start: datetime, end: datetime) -> list[Confirmation]:
+        """Records for one site with ``start <= observed_at < end``, oldest first."""
+        ...
