@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from alerts import store
+from alerts import outbox as store
 from alerts.channels import Channel
 from alerts.channels.apprise import AppriseChannel, redact
 from alerts.channels.email import EmailChannel
@@ -56,7 +56,7 @@ from alerts.render import render, site_state
 from gateway.domain import Audience, Finding, FindingChange, FindingEvent, Severity
 from gateway.errors import NotFound
 from gateway.registry.models import SiteRegistry
-from gateway.store.database import SqliteDatabase
+from gateway.state.database import SqliteDatabase
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class AlertManager:
 
     async def open(self) -> None:
         """Create the tables and requeue deliveries a crash left in ``sending``."""
-        await self.db.ensure_schema(store.SCHEMA)
+        await self.db.migrate()
         now = store.ts(self._clock())
 
         def recover(conn: sqlite3.Connection) -> int:

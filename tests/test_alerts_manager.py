@@ -18,7 +18,7 @@ from alerts.config import Jurisdiction, Recipient, RetryPolicy
 from alerts.models import DeliveryResult, NotificationStatus, OutgoingMessage, Reason
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
 from gateway.registry.models import Contact, NodeConfig, SiteConfig, SiteRegistry
-from gateway.store.database import SqliteDatabase
+from gateway.state.database import SqliteDatabase
 
 T0 = datetime(2026, 1, 15, 18, 0, tzinfo=UTC)  # noon in Chicago
 CITE = (Citation("000_86c7187f3bed6ca5.txt", "(c)(2)b", "shall not discharge"),)

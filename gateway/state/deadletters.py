@@ -8,27 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gateway.domain import DeadLetter, StatusChange
-from gateway.store.database import SqliteDatabase
+from gateway.state.database import SqliteDatabase
 from gateway.store.sqlite import from_epoch
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS deadletters (
-    id INTEGER PRIMARY KEY,
-    received_at REAL NOT NULL,
-    topic TEXT NOT NULL,
-    payload BLOB NOT NULL,
-    reason TEXT NOT NULL,
-    detail TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS deadletters_reason ON deadletters (reason, received_at);
-CREATE TABLE IF NOT EXISTS node_status (
-    site_id TEXT NOT NULL,
-    node_id TEXT NOT NULL,
-    online INTEGER NOT NULL,
-    changed_at REAL NOT NULL,
-    PRIMARY KEY (site_id, node_id)
-);
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +47,8 @@ class StateRepository:
         self.db = db
 
     async def open(self) -> None:
-        """Create the tables."""
-        await self.db.ensure_schema(SCHEMA)
+        """Make sure the schema is current (the tables come from the migrations)."""
+        await self.db.migrate()
 
     async def save(self, letters: Sequence[DeadLetter], statuses: Sequence[StatusChange]) -> None:
         """Store dead letters and status changes in one transaction."""
