@@ -24,7 +24,7 @@ from gateway.registry import SiteRegistry, load_registry
 from gateway.reports.schedule import run_report_schedule
 from gateway.reports.sources import sources_from_runtime
 from gateway.rules.engine import RulesEngine
-from gateway.rules.pack import RulePack, load_packs
+from gateway.rules.pack import DEFAULT_SEASON_START, RulePack, load_packs
 from gateway.settings import Settings
 from gateway.state.database import SqliteDatabase
 from gateway.state.deadletters import StateRepository
@@ -175,6 +175,9 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             config=alerts_config,
             mqtt=publisher,
             grace_period=grace_period,
+            season_start=lambda jurisdiction: (
+                packs[jurisdiction].season.start if jurisdiction in packs else DEFAULT_SEASON_START
+            ),
         )
         await alerts.open()
         stack.push_async_callback(alerts.close)

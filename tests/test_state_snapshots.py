@@ -11,11 +11,27 @@ from pathlib import Path
 
 import pytest
 
-from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
+from gateway.contract import NodeKind
+from gateway.domain import (
+    Audience,
+    Citation,
+    Finding,
+    FindingChange,
+    FindingEvent,
+    Reading,
+    Severity,
+    StatusChange,
+)
 from gateway.errors import StoreError
+from gateway.registry import load_registry
+from gateway.rules.pack import load_packs
+from gateway.runtime import snapshot_context
+from gateway.settings import REPO_DIR
 from gateway.state.database import SqliteDatabase
+from gateway.state.deadletters import StateRepository
 from gateway.state.findings import FindingRepository
 from gateway.state.snapshots import SnapshotContext, canonical_json, snapshot_content
+from gateway.store.sqlite import SqliteStore
 
 T0 = datetime(2026, 12, 1, 6, tzinfo=UTC)
 CYCLES = [{"at": "2026-12-01T05:40:00+00:00", "pit_volume_l": 36.5, "outlet_volume_l": 0.0}]
@@ -108,3 +124,30 @@ async def test_stored_snapshots_cannot_be_rewritten(repo: FindingRepository) -> 
         await repo.db.write(lambda conn: conn.execute("DELETE FROM finding_snapshots"))
     assert (await repo.snapshots("f1"))[0].intact
     await repo.db.close()
+
+
+async def test_the_gateway_freezes_the_sites_readings_window_health_and_pack(
+    tmp_path: Path,
+) -> None:
+    db = SqliteDatabase(tmp_path / "g.db")
+    await db.open()
+    store, state = SqliteStore(db), StateRepository(db)
+    await store.open()
+    readings = [
+        Reading(site_id="elm-12", node_id="pit", kind=NodeKind.PIT, ts=T0 - timedelta(minutes=m),
+                seq=100 - m, boot="b1", values={"level_cm": 30.0 + m, "pump_on": False},
+                received_at=T0 - timedelta(minutes=m))
+        for m in (90, 30, 10)
+    ]  # fmt: skip
+    await store.write(readings)
+    await state.save([], [StatusChange("elm-12", "pit", True, T0 - timedelta(hours=2))])
+    ctx = await snapshot_context(
+        _finding(), store=store, state=state, packs=load_packs(),
+        registry=load_registry(REPO_DIR / "deploy" / "sites.example.toml"),
+    )  # fmt: skip
+    # The window is the hour before the finding's time: the 90-minute-old reading is out.
+    assert [r["seq"] for r in ctx.readings] == [70, 90]
+    assert ctx.readings[0]["values"]["level_cm"] == 60.0
+    assert ctx.sensor_health[0]["node_id"] == "pit" and ctx.sensor_health[0]["online"] is True
+    assert ctx.pack.startswith("edgar@sha256:")
+    await db.close()
