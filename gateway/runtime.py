@@ -15,7 +15,7 @@ from alerts import AlertManager
 from alerts.channels.mqtt import MqttPublisher
 from alerts.config import load_alerts_config
 from gateway.domain import Finding, FindingEvent
-from gateway.errors import ConfigError
+from gateway.errors import ConfigError, StoreError
 from gateway.ingest import MqttSource
 from gateway.ingest.mqtt import SitePartition, tls_context
 from gateway.metrics import Metrics
@@ -94,9 +94,14 @@ async def snapshot_context(
     exact rule pack (issue 15.5: frozen evidence)."""
     end = finding.updated_at
     start = end - SNAPSHOT_WINDOW
-    readings = await store.readings(
-        SeriesQuery(finding.site_id, start=start, end=end, limit=SNAPSHOT_MAX_READINGS)
-    )
+    note = ""
+    try:
+        readings = await store.readings(
+            SeriesQuery(finding.site_id, start=start, end=end, limit=SNAPSHOT_MAX_READINGS)
+        )
+    except StoreError as exc:
+        # The finding is recorded all the same; the snapshot says what it lacks.
+        readings, note = [], f"readings window not available: {exc}"
     health = await state.statuses(finding.site_id)
     site = registry.get(finding.site_id)
     pack = packs.get(site.jurisdiction) if site is not None else None
@@ -109,6 +114,7 @@ async def snapshot_context(
             {"node_id": h.node_id, "online": h.online, "changed_at": h.changed_at.isoformat()}
             for h in health
         ),
+        note=note,
     )
 
 

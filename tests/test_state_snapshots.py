@@ -151,3 +151,21 @@ async def test_the_gateway_freezes_the_sites_readings_window_health_and_pack(
     assert ctx.sensor_health[0]["node_id"] == "pit" and ctx.sensor_health[0]["online"] is True
     assert ctx.pack.startswith("edgar@sha256:")
     await db.close()
+
+
+async def test_a_store_outage_leaves_a_snapshot_that_says_what_it_lacks(tmp_path: Path) -> None:
+    store_db, state_db = SqliteDatabase(tmp_path / "ts.db"), SqliteDatabase(tmp_path / "st.db")
+    await store_db.open()
+    await state_db.open()
+    store = SqliteStore(store_db)
+    await store_db.close()  # the time-series store is down
+    ctx = await snapshot_context(
+        _finding(), store=store, state=StateRepository(state_db), packs=load_packs(),
+        registry=load_registry(REPO_DIR / "deploy" / "sites.example.toml"),
+    )  # fmt: skip
+    assert ctx.readings == () and ctx.note.startswith("readings window not available")
+    repo = FindingRepository(state_db)
+    await repo.apply([FindingEvent(FindingChange.OPENED, _finding())], {"f1": ctx})
+    [snap] = await repo.snapshots("f1")
+    assert snap.data["note"] == ctx.note and snap.intact
+    await state_db.close()

@@ -5,11 +5,15 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from gateway.domain import DeadLetter, StatusChange
 from gateway.state.database import SqliteDatabase
-from gateway.store.sqlite import from_epoch
+
+
+def from_epoch(value: float) -> datetime:
+    """An aware UTC datetime from the epoch seconds these tables store."""
+    return datetime.fromtimestamp(value, UTC)
 
 
 @dataclass(frozen=True, slots=True)

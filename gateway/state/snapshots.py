@@ -35,6 +35,8 @@ class SnapshotContext:
     window_end: datetime | None = None
     readings: tuple[Mapping[str, Any], ...] = ()
     sensor_health: tuple[Mapping[str, Any], ...] = ()
+    #: What could not be gathered (e.g. the time-series store was down), said plainly.
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,7 @@ def snapshot_content(
             "readings": [dict(r) for r in context.readings],
         },
         "sensor_health": [dict(h) for h in context.sensor_health],
+        "note": context.note,
     }
 
 
