@@ -77,6 +77,9 @@ class Alert:
     next_repeat_at: datetime | None = None
     repeats: int = 0
     flaps: int = 0
+    #: When the violation's escalation clock started (the first episode of the season
+    #: year, alerts.policy.violation_clock_start); None until it goes to public works.
+    clock_started_at: datetime | None = None
 
     @property
     def is_ordinance(self) -> bool:

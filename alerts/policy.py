@@ -8,12 +8,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from alerts.config import CHANNELS, SEVERITY_RANK, Jurisdiction, RetryPolicy
+from alerts.sites import ContactView
 from gateway.domain import Severity
-from gateway.registry.models import Contact
 
 # Levels the rule packs use, weakest first. An unknown level ranks with "" so a
 # change to it is never material on its own: severity still is.
@@ -94,7 +94,7 @@ class Target:
     quiet_hours: tuple[int, int] | None = None
 
 
-def homeowner_targets(contacts: Iterable[Contact]) -> list[Target]:
+def homeowner_targets(contacts: Iterable[ContactView]) -> list[Target]:
     """Every (channel, address) the site's contacts asked for and gave an address for."""
     out: list[Target] = []
     for c in contacts:
@@ -137,3 +137,46 @@ def _unique(targets: list[Target]) -> list[Target]:
             seen.add(key)
             out.append(t)
     return out
+
+
+# -- when the compliance clock of a violation starts (issue 15.7) ---------------------
+
+#: The season start of a pack whose text sets none (gateway.rules.pack.DEFAULT_SEASON_START;
+#: a test keeps the two equal).
+DEFAULT_SEASON_START: tuple[int, int] = (11, 15)
+
+
+def season_year_start(day: date, season_start: tuple[int, int] = DEFAULT_SEASON_START) -> date:
+    """First local day of the season year holding ``day``: the latest season start
+    (e.g. Nov 15) on or before it. A season year runs to the day before the next
+    season start, so the summer after a winter belongs to that winter's year."""
+    this_year = date(day.year, *season_start)
+    return this_year if day >= this_year else date(day.year - 1, *season_start)
+
+
+def violation_clock_start(
+    opened_at: datetime,
+    earlier_episodes: Iterable[datetime],
+    *,
+    tz: ZoneInfo,
+    season_start: tuple[int, int] = DEFAULT_SEASON_START,
+) -> datetime:
+    """When the clock of a violation starts: THE rule, for escalation and estimates alike.
+
+    ``opened_at`` is when this episode of a rule at a site was first detected;
+    ``earlier_episodes`` when earlier episodes of the same rule at the same site were.
+    The clock starts at the first episode in the same season year (local days in
+    ``tz``, see :func:`season_year_start`), so a violation that stops and starts again
+    (an intermittent hose) runs one clock across its episodes instead of a fresh grace
+    period each time; a new season year starts a new clock. Later episodes are ignored.
+
+    Until the cases package records orders (Edgar (f)(1): the 30 days run from the
+    order), the first detection of the season stands in for the order date.
+    """
+    year = season_year_start(opened_at.astimezone(tz).date(), season_start)
+    same_year = [
+        t
+        for t in earlier_episodes
+        if t <= opened_at and season_year_start(t.astimezone(tz).date(), season_start) == year
+    ]
+    return min([opened_at, *same_year])

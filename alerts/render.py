@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 from jinja2 import Environment, select_autoescape
 
 from alerts.models import Alert, AlertState, Notification, OutgoingMessage, Reason
-from gateway.registry.models import SiteConfig
+from alerts.sites import SiteView
 
 _REASON_PREFIX = {
     Reason.OPENED: "",
@@ -154,7 +154,7 @@ def alert_dict(alert: Alert) -> dict[str, Any]:
 def render(
     alert: Alert,
     notification: Notification,
-    site: SiteConfig | None,
+    site: SiteView | None,
     *,
     public_url: str | None = None,
     now: datetime,

@@ -40,9 +40,10 @@ from gateway.reports.render_pdf import village_pdf
 from gateway.reports.season import season_period
 from gateway.reports.sources import ReportSources, SqliteAlerts
 from gateway.rules.pack import load_packs
-from gateway.rules.repository import FindingRepository
-from gateway.store.database import SqliteDatabase
-from gateway.store.sqlite import ROLLUP_SCHEMA, SqliteStore
+from gateway.state.database import SqliteDatabase
+from gateway.state.findings import FindingRepository
+from gateway.state.migrations import upgrade
+from gateway.store.sqlite import SqliteStore
 
 SEASON = "2026-2027"
 TZ = "America/Chicago"
@@ -92,12 +93,10 @@ def generate(path: Path, sites: list[SiteConfig], seed: int = 1) -> int:
     hours = int((period.end - period.start).total_seconds() // 3600)
     start = int(period.start.timestamp())
     rng = random.Random(seed)
-    conn = sqlite3.connect(path)
+    conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=OFF")
-    for statement in ROLLUP_SCHEMA.split(";"):
-        if statement.strip():
-            conn.execute(statement)
+    upgrade(conn)
     # The village shares its weather: a seasonal curve, a daily swing, and noise.
     air = [
         -8.0 * math.sin(math.pi * h / hours)

@@ -22,6 +22,7 @@ from gateway.provision import provision
 from gateway.reports.cli import report_app
 from gateway.rules import cli as rules_cli
 from gateway.settings import REPO_DIR, Settings, load_settings
+from gateway.state.cli import db_app
 
 app = typer.Typer(
     name="sumpwatch",
@@ -186,6 +187,7 @@ app.command("score")(rules_cli.score)
 app.add_typer(report_app, name="report")
 app.add_typer(user_app, name="user")
 app.command("provision")(provision)
+app.add_typer(db_app, name="db")
 
 
 def main() -> None:

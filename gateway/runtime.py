@@ -14,8 +14,8 @@ from typing import Any
 from alerts import AlertManager
 from alerts.channels.mqtt import MqttPublisher
 from alerts.config import load_alerts_config
-from gateway.domain import FindingEvent
-from gateway.errors import ConfigError
+from gateway.domain import Finding, FindingEvent
+from gateway.errors import ConfigError, StoreError
 from gateway.ingest import MqttSource
 from gateway.ingest.mqtt import SitePartition, tls_context
 from gateway.metrics import Metrics
@@ -24,18 +24,28 @@ from gateway.registry import SiteRegistry, load_registry
 from gateway.reports.schedule import run_report_schedule
 from gateway.reports.sources import sources_from_runtime
 from gateway.rules.engine import RulesEngine
-from gateway.rules.pack import RulePack, load_packs
-from gateway.rules.repository import FindingRepository
+from gateway.rules.pack import DEFAULT_SEASON_START, RulePack, load_packs
 from gateway.settings import Settings
-from gateway.store.base import TimeSeriesStore
-from gateway.store.database import SqliteDatabase
-from gateway.store.deadletters import StateRepository
+from gateway.state.database import SqliteDatabase
+from gateway.state.deadletters import StateRepository
+from gateway.state.findings import FindingRepository
+from gateway.state.snapshots import (
+    SnapshotContext,
+    events_to_snapshot,
+    pack_version,
+    reading_record,
+)
+from gateway.store.base import SeriesQuery, TimeSeriesStore
 from gateway.store.factory import make_store
 from gateway.store.rollups import refresh_forever
 from gateway.store.writer import BatchWriter
 from gateway.validate import Validator
 
 log = logging.getLogger(__name__)
+
+#: How much of a site's telemetry a frozen snapshot keeps (before the finding's time).
+SNAPSHOT_WINDOW = timedelta(hours=1)
+SNAPSHOT_MAX_READINGS = 2000
 
 
 @dataclass
@@ -70,6 +80,42 @@ def _own_sites(settings: Settings, registry: SiteRegistry) -> SiteRegistry:
         return registry
     partition = SitePartition(settings.mqtt_shard, settings.mqtt_shards)
     return SiteRegistry([site for site in registry if partition.owns_site(site.id)])
+
+
+async def snapshot_context(
+    finding: Finding,
+    *,
+    store: TimeSeriesStore,
+    state: StateRepository,
+    packs: dict[str, RulePack],
+    registry: SiteRegistry,
+) -> SnapshotContext:
+    """What surrounded ``finding`` now: its site's readings window, node health and the
+    exact rule pack (issue 15.5: frozen evidence)."""
+    end = finding.updated_at
+    start = end - SNAPSHOT_WINDOW
+    note = ""
+    try:
+        readings = await store.readings(
+            SeriesQuery(finding.site_id, start=start, end=end, limit=SNAPSHOT_MAX_READINGS)
+        )
+    except StoreError as exc:
+        # The finding is recorded all the same; the snapshot says what it lacks.
+        readings, note = [], f"readings window not available: {exc}"
+    health = await state.statuses(finding.site_id)
+    site = registry.get(finding.site_id)
+    pack = packs.get(site.jurisdiction) if site is not None else None
+    return SnapshotContext(
+        pack="" if pack is None else pack_version(pack.id, pack.source),
+        window_start=start,
+        window_end=end,
+        readings=tuple(reading_record(r) for r in readings),
+        sensor_health=tuple(
+            {"node_id": h.node_id, "online": h.online, "changed_at": h.changed_at.isoformat()}
+            for h in health
+        ),
+        note=note,
+    )
 
 
 @contextlib.asynccontextmanager
@@ -135,6 +181,9 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             config=alerts_config,
             mqtt=publisher,
             grace_period=grace_period,
+            season_start=lambda jurisdiction: (
+                packs[jurisdiction].season.start if jurisdiction in packs else DEFAULT_SEASON_START
+            ),
         )
         await alerts.open()
         stack.push_async_callback(alerts.close)
@@ -146,6 +195,17 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         # Continue what was open before a restart instead of raising it again.
         engine.restore(await findings.open_findings())
 
+        async def record_findings(events: list[FindingEvent]) -> None:
+            # Gather context only for the events that freeze a snapshot (rare).
+            due = events_to_snapshot(events, await findings.levels([e.finding.id for e in events]))
+            contexts = {
+                e.finding.id: await snapshot_context(
+                    e.finding, store=store, state=state, packs=packs, registry=registry
+                )
+                for e in due
+            }
+            await findings.apply(events, contexts)
+
         async def copy_to_store(events: list[FindingEvent]) -> None:
             # InfluxDB keeps a finding series for Grafana; SQLite ignores this.
             await store.write_events(findings=events)
@@ -155,7 +215,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             writer,
             metrics,
             detectors=engine,
-            sinks=[findings.apply, alerts.on_events, copy_to_store],
+            sinks=[record_findings, alerts.on_events, copy_to_store],
         )
 
         def on_connection(up: bool) -> None:

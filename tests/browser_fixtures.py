@@ -33,7 +33,7 @@ from pydantic import SecretStr
 from alerts.config import AlertsConfig
 from alerts.manager import AlertManager
 from gateway.accounts.models import Role
-from gateway.accounts.store import AccountStore
+from gateway.accounts.repository import AccountStore
 from gateway.app import create_app
 from gateway.broker import BrokerProcess
 from gateway.contract import telemetry_topic

@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 from gateway.accounts.cli import user_app
 from gateway.accounts.models import Principal, Role, Scope
 from gateway.accounts.ratelimit import FailureLimiter, LoginLimiter
+from gateway.accounts.repository import AccountStore
 from gateway.accounts.security import RedactSecretsFilter, redact
-from gateway.accounts.store import AccountStore
 from gateway.errors import ConfigError
 from gateway.registry import load_registry
 from gateway.settings import REPO_DIR
-from gateway.store.database import SqliteDatabase
+from gateway.state.database import SqliteDatabase
 
 REGISTRY = load_registry(REPO_DIR / "deploy" / "sites.example.toml")
 

@@ -18,7 +18,7 @@ from gateway.api.routes.alerts import router
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
 from gateway.registry.models import Contact, NodeConfig, SiteConfig, SiteRegistry
 from gateway.settings import Settings
-from gateway.store.database import SqliteDatabase
+from gateway.state.database import SqliteDatabase
 
 T0 = datetime(2026, 2, 1, 15, 0, tzinfo=UTC)
 

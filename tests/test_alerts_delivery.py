@@ -28,7 +28,7 @@ from alerts.config import RetryPolicy
 from gateway.broker import BrokerProcess, free_port
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
 from gateway.registry.models import Contact, NodeConfig, SiteConfig, SiteRegistry
-from gateway.store.database import SqliteDatabase
+from gateway.state.database import SqliteDatabase
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ read one at a time; tests/test_alerts_delivery.py sends through real servers.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from alerts.config import Jurisdiction, Recipient, RetryPolicy
 from alerts.models import DeliveryResult, NotificationStatus, OutgoingMessage, Reason
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
 from gateway.registry.models import Contact, NodeConfig, SiteConfig, SiteRegistry
-from gateway.store.database import SqliteDatabase
+from gateway.state.database import SqliteDatabase
 
 T0 = datetime(2026, 1, 15, 18, 0, tzinfo=UTC)  # noon in Chicago
 CITE = (Citation("000_86c7187f3bed6ca5.txt", "(c)(2)b", "shall not discharge"),)
@@ -487,3 +487,41 @@ async def test_a_finding_id_reused_long_after_its_alert_resolved_raises_a_new_al
     await h.manager.on_events([ev(FindingChange.OPENED, finding(fid="elm-12:high_water"))])
     alerts = await h.manager.list_alerts()
     assert [a.state for a in alerts] == [AlertState.OPEN, AlertState.RESOLVED]
+
+
+async def test_an_intermittent_violation_escalates_across_episodes_within_the_season(
+    db: SqliteDatabase,
+) -> None:
+    # A hose into the laundry sink, used for five days at a time: every episode
+    # stops well within the 30-day grace period of its own start, but the clock
+    # runs from the first episode of the season (issue 15.7).
+    h = make(db, grace=timedelta(days=30))
+    await h.manager.open()
+    for episode, start_day in enumerate((0, 20, 40)):
+        h.clock.now = T0 + timedelta(days=start_day)
+        f = violation(fid=f"hose-{episode}", opened=h.clock.now)
+        await h.manager.on_events([ev(FindingChange.OPENED, f)])
+        await h.drain()
+        h.clock.advance(days=5)
+        await h.manager.on_events([ev(FindingChange.CLEARED, replace(f, cleared_at=h.clock.now))])
+        await h.drain()
+        expected = ["escalated"] if episode == 2 else []
+        assert h.email.reasons("pw@edgar.example") == expected, f"after episode {episode + 1}"
+    alerts = await h.manager.list_alerts()
+    assert len(alerts) == 3  # still one alert per episode; the clock is shared
+    assert {a.clock_started_at for a in alerts} == {T0}
+
+
+async def test_a_violation_in_a_new_season_year_starts_a_fresh_clock(db: SqliteDatabase) -> None:
+    h = make(db, grace=timedelta(days=30))
+    await h.manager.open()
+    f = violation(fid="first")
+    await h.manager.on_events([ev(FindingChange.OPENED, f)])
+    h.clock.advance(days=5)
+    await h.manager.on_events([ev(FindingChange.CLEARED, replace(f, cleared_at=h.clock.now))])
+    h.clock.now = datetime(2026, 11, 20, 18, tzinfo=UTC)  # the season year from Nov 15, 2026
+    await h.manager.on_events([ev(FindingChange.OPENED, violation(fid="next", opened=h.clock.now))])
+    await h.drain()
+    assert h.email.reasons("pw@edgar.example") == []
+    newest = (await h.manager.list_alerts())[0]
+    assert newest.escalate_at == h.clock.now + timedelta(days=30)

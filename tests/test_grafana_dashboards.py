@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from gateway.contract import NodeKind
 from gateway.domain import Finding, FindingChange, FindingEvent, Severity, StatusChange
 from gateway.settings import REPO_DIR, Settings
-from gateway.store.database import SqliteDatabase
+from gateway.state.database import SqliteDatabase
 from gateway.store.influx import TAGS, InfluxStore, measurement_fields
 from tests import influx_fixture
 from tests.influx_fixture import InfluxServer, pit_series, reading

@@ -23,8 +23,8 @@ from gateway.domain import (
     StatusChange,
 )
 from gateway.settings import Settings
+from gateway.state.database import SqliteDatabase
 from gateway.store.base import SeriesQuery
-from gateway.store.database import SqliteDatabase
 from gateway.store.factory import make_store
 from gateway.store.influx import InfluxStore, SpoolFull
 from tests import influx_fixture

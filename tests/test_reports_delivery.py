@@ -30,10 +30,10 @@ from gateway.reports.routes import router
 from gateway.reports.schedule import due_reports, run_report_schedule, run_schedule_once
 from gateway.reports.sources import ReportSources, SqliteAlerts
 from gateway.rules.pack import RulePack, load_packs
-from gateway.rules.repository import FindingRepository
 from gateway.settings import Settings
+from gateway.state.database import SqliteDatabase
+from gateway.state.findings import FindingRepository
 from gateway.store.base import Rollup
-from gateway.store.database import SqliteDatabase
 from gateway.store.sqlite import SqliteStore
 from gateway.units import convert
 

@@ -19,8 +19,8 @@ from gateway.reports.render_csv import site_csv
 from gateway.reports.sources import ReportSources
 from gateway.rules.pack import load_packs
 from gateway.settings import Settings
+from gateway.state.database import SqliteDatabase
 from gateway.store.base import TimeSeriesStore
-from gateway.store.database import SqliteDatabase
 from gateway.store.factory import make_store
 from gateway.store.sqlite import SqliteStore
 from tests import influx_fixture

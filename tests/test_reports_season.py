@@ -40,8 +40,8 @@ from gateway.reports.service import build_winter_report
 from gateway.reports.sources import ReportSources, SqliteAlerts
 from gateway.rules.engine import RulesEngine
 from gateway.rules.pack import PACKS_DIR, load_packs
-from gateway.rules.repository import FindingRepository
-from gateway.store.database import SqliteDatabase
+from gateway.state.database import SqliteDatabase
+from gateway.state.findings import FindingRepository
 from gateway.store.sqlite import SqliteStore
 from gateway.units import UnitSystem, convert
 from gateway.validate import Validator

@@ -25,8 +25,8 @@ from gateway.reports.season import parse_season_label, season_of, season_period
 from gateway.reports.service import FORMATS, render
 from gateway.reports.sources import ReportSources
 from gateway.rules.pack import load_packs
+from gateway.state.database import SqliteDatabase
 from gateway.store.base import FieldStats, Rollup
-from gateway.store.database import SqliteDatabase
 from gateway.store.sqlite import SqliteStore
 from gateway.units import UNIT_SYSTEMS, fmt
 

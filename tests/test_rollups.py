@@ -13,8 +13,8 @@ import pytest
 from gateway.contract import NodeKind
 from gateway.domain import Reading
 from gateway.settings import Settings
+from gateway.state.database import SqliteDatabase
 from gateway.store.base import TimeSeriesStore
-from gateway.store.database import SqliteDatabase
 from gateway.store.factory import make_store
 from gateway.store.rollups import MAX_HOLD_S, compose, compute_minutes, refresh_forever
 from gateway.store.sqlite import SqliteStore

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,9 +17,9 @@ from gateway.api.routes.findings import router
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
 from gateway.registry.models import load_registry
 from gateway.rules.pack import load_packs
-from gateway.rules.repository import FindingRepository
 from gateway.settings import REPO_DIR
-from gateway.store.database import SqliteDatabase
+from gateway.state.database import SqliteDatabase
+from gateway.state.findings import FindingRepository
 
 T0 = datetime(2026, 12, 1, 6, tzinfo=UTC)
 
@@ -119,3 +120,16 @@ async def test_audit_of_all_sites_by_jurisdiction(client: httpx.AsyncClient) -> 
     law = (await client.get("/audit?jurisdiction=local-law-6-2024")).json()
     assert {a["site_id"] for a in law} == {"main-101", "main-103", "main-105"}
     assert all(a["compliant"] for a in law)
+
+
+async def test_a_findings_frozen_snapshot_is_served_with_its_hash(
+    client: httpx.AsyncClient,
+) -> None:
+    r = await client.get("/findings/f1/snapshots")
+    assert r.status_code == 200
+    [snap] = r.json()
+    assert snap["change"] == "opened" and snap["level"] == "violation"
+    assert snap["intact"] is True
+    assert hashlib.sha256(snap["content"].encode()).hexdigest() == snap["sha256"]
+    assert snap["snapshot"]["finding"]["evidence"] == {"pit_volume_l": 36.5}
+    assert (await client.get("/findings/nope/snapshots")).status_code == 404

@@ -14,9 +14,9 @@ from gateway.domain import (
     FindingEvent,
     Severity,
 )
-from gateway.rules.repository import FindingRepository
 from gateway.rules.sequences import Faults, MiniSump, engine_for, feed, make_site
-from gateway.store.database import SqliteDatabase
+from gateway.state.database import SqliteDatabase
+from gateway.state.findings import FindingRepository
 
 T0 = datetime(2026, 12, 1, 6, tzinfo=UTC)
 

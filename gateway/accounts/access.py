@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as Scope_
 
 from gateway.accounts.models import OPEN_ACCESS, Principal, Role, Scope
-from gateway.accounts.store import TOKEN_PREFIX, AccountStore
+from gateway.accounts.repository import TOKEN_PREFIX, AccountStore
 from gateway.errors import NotFound
 from gateway.settings import Settings
 

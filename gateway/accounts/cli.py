@@ -18,11 +18,11 @@ from rich.console import Console
 from rich.table import Table
 
 from gateway.accounts.models import Role
-from gateway.accounts.store import AccountStore
+from gateway.accounts.repository import AccountStore
 from gateway.errors import SumpWatchError
 from gateway.registry import load_registry
 from gateway.settings import Settings, load_settings
-from gateway.store.database import SqliteDatabase
+from gateway.state.database import SqliteDatabase
 
 T = TypeVar("T")
 

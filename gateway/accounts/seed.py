@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.accounts.models import Role, User
-from gateway.accounts.store import AccountStore
+from gateway.accounts.repository import AccountStore
 from gateway.errors import ConfigError
 
 

@@ -10,9 +10,9 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from gateway.accounts import routes
 from gateway.accounts.access import GuardDocsMiddleware, LoginRequired
 from gateway.accounts.ratelimit import LoginLimiter
+from gateway.accounts.repository import AccountStore
 from gateway.accounts.security import SecurityHeadersMiddleware, install_log_redaction
 from gateway.accounts.seed import load_seed, seed_users
-from gateway.accounts.store import AccountStore
 from gateway.runtime import Runtime
 from gateway.settings import Settings
 

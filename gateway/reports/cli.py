@@ -23,7 +23,7 @@ from gateway.reports.service import FORMATS, ReportFormat, build_winter_report, 
 from gateway.reports.sources import ReportSources, SqliteAlerts
 from gateway.rules.pack import load_packs
 from gateway.settings import Settings, load_settings
-from gateway.store.database import SqliteDatabase
+from gateway.state.database import SqliteDatabase
 from gateway.store.factory import make_store
 from gateway.units import UnitSystem, parse_unit_system
 
@@ -39,7 +39,7 @@ def report() -> None:
 @contextlib.asynccontextmanager
 async def open_sources(settings: Settings) -> AsyncIterator[ReportSources]:
     """Report sources over the gateway's stores, opened for the duration of the block."""
-    from gateway.rules.repository import FindingRepository
+    from gateway.state.findings import FindingRepository
 
     registry = load_registry(settings.sites_file)
     packs = load_packs(settings.rule_packs_dir)

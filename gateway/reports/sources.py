@@ -20,8 +20,8 @@ from gateway.domain import Finding
 from gateway.errors import StoreError
 from gateway.registry.models import SiteRegistry
 from gateway.rules.pack import RulePack, load_packs
+from gateway.state.database import SqliteDatabase
 from gateway.store.base import TimeSeriesStore
-from gateway.store.database import SqliteDatabase
 
 #: Most alerts (findings) one site can have in a season before the list is cut.
 MAX_ALERTS = 10_000
@@ -29,7 +29,7 @@ MAX_FINDINGS = 100_000
 
 
 class FindingSource(Protocol):
-    """The findings repository (``gateway.rules.repository.FindingRepository``)."""
+    """The findings repository (``gateway.state.findings.FindingRepository``)."""
 
     def list(
         self,
@@ -56,7 +56,7 @@ class SqliteAlerts:
 
     async def list_alerts(self, query: AlertQuery = AlertQuery()) -> list[Alert]:
         """Alerts matching the filters; none when alerting never created its tables."""
-        from alerts.store import query_alerts
+        from alerts.outbox import query_alerts
 
         def run(conn: sqlite3.Connection) -> list[Alert]:
             exists = conn.execute(
@@ -75,7 +75,7 @@ class OpenedFindings:
     """
 
     def __init__(self, db: SqliteDatabase) -> None:
-        from gateway.rules.repository import FindingRepository
+        from gateway.state.findings import FindingRepository
 
         self.repo = FindingRepository(db)
         self._opened = False

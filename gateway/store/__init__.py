@@ -1,6 +1,8 @@
-"""Storage: the time-series store (SQLite or InfluxDB) and the batching writer."""
+"""The time-series store (SQLite or InfluxDB), its rollups, spool and batching writer.
+
+The database handle and every other table live in :mod:`gateway.state`.
+"""
 
 from gateway.store.base import Point, SeriesQuery, TimeSeriesStore
-from gateway.store.database import SqliteDatabase
 
-__all__ = ["Point", "SeriesQuery", "SqliteDatabase", "TimeSeriesStore"]
+__all__ = ["Point", "SeriesQuery", "TimeSeriesStore"]

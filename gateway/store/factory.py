@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gateway.settings import Settings
+from gateway.state.database import SqliteDatabase
 from gateway.store.base import TimeSeriesStore
-from gateway.store.database import SqliteDatabase
 from gateway.store.sqlite import SqliteStore
 
 

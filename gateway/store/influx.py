@@ -53,9 +53,9 @@ from gateway.contract import FIELDS, NodeKind
 from gateway.domain import FindingEvent, Reading, Severity, StatusChange
 from gateway.errors import StoreError, StoreUnavailable
 from gateway.settings import Settings
+from gateway.state.database import SqliteDatabase
 from gateway.store import rollups as rollup_math
 from gateway.store.base import Resolution, Rollup, SeriesQuery
-from gateway.store.database import SqliteDatabase
 from gateway.store.spool import Spool, SpoolBatch, SpoolFull
 
 log = logging.getLogger(__name__)

@@ -38,8 +38,8 @@ from typing import Any, Protocol
 from gateway.contract import FIELDS, NodeKind
 from gateway.domain import Reading
 from gateway.errors import SumpWatchError
+from gateway.state.database import SqliteDatabase
 from gateway.store.base import RESOLUTION_SECONDS, FieldStats, Resolution, Rollup, SeriesQuery
-from gateway.store.database import SqliteDatabase
 
 log = logging.getLogger(__name__)
 
@@ -263,17 +263,6 @@ def compose(parts: Sequence[Rollup], resolution: Resolution, start: datetime) ->
 
 DirtyKey = tuple[str, str, str, int]  # site_id, node_id, kind, minute (epoch s)
 
-DIRTY_SCHEMA = """
-CREATE TABLE IF NOT EXISTS rollup_dirty (
-    site_id TEXT NOT NULL,
-    node_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    minute INTEGER NOT NULL,
-    gen INTEGER NOT NULL,
-    PRIMARY KEY (site_id, node_id, minute)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS rollup_dirty_minute ON rollup_dirty (minute);
-"""
 _MARK = (
     "INSERT INTO rollup_dirty (site_id, node_id, kind, minute, gen) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (site_id, node_id, minute) DO UPDATE SET gen = excluded.gen"
@@ -296,8 +285,8 @@ class DirtyLog:
         self.db = db
 
     async def open(self) -> None:
-        """Create the table."""
-        await self.db.ensure_schema(DIRTY_SCHEMA)
+        """Make sure the schema is current (the table comes from the migrations)."""
+        await self.db.migrate()
 
     @staticmethod
     def mark_in(conn: sqlite3.Connection, keys: Iterable[DirtyKey]) -> None:

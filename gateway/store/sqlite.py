@@ -15,9 +15,9 @@ from typing import Any
 
 from gateway.contract import FIELDS, NodeKind
 from gateway.domain import FindingEvent, Reading, StatusChange
+from gateway.state.database import SqliteDatabase
 from gateway.store import rollups as rollup_math
 from gateway.store.base import FieldStats, Resolution, Rollup, SeriesQuery
-from gateway.store.database import SqliteDatabase
 
 _FIELD_NAMES = tuple(FIELDS)
 _COLUMNS = (
@@ -33,38 +33,7 @@ _COLUMNS = (
     *_FIELD_NAMES,
 )
 
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS readings (
-    site_id TEXT NOT NULL,
-    node_id TEXT NOT NULL,
-    boot TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    ts REAL NOT NULL,
-    kind TEXT NOT NULL,
-    received_at REAL NOT NULL,
-    battery_v REAL,
-    rssi_dbm REAL,
-    {", ".join(f"{name} REAL" for name in _FIELD_NAMES)},
-    PRIMARY KEY (site_id, node_id, boot, seq)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS readings_site_node_ts ON readings (site_id, node_id, ts);
-"""
-
 _ROLLUP_VALUE_COLUMNS = rollup_math.rollup_columns()
-ROLLUP_SCHEMA = "".join(
-    f"""
-CREATE TABLE IF NOT EXISTS rollup_{res} (
-    site_id TEXT NOT NULL,
-    node_id TEXT NOT NULL,
-    bucket INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    {", ".join(f"{name} REAL" for name in _ROLLUP_VALUE_COLUMNS)},
-    PRIMARY KEY (site_id, node_id, bucket)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS rollup_{res}_site_bucket ON rollup_{res} (site_id, bucket);
-"""
-    for res in ("1m", "1h")
-)
 _ROLLUP_COLUMNS = ("site_id", "node_id", "bucket", "kind", *_ROLLUP_VALUE_COLUMNS)
 
 _INSERT = (
@@ -132,9 +101,8 @@ class SqliteStore:
         self.dirty = rollup_math.DirtyLog(db)
 
     async def open(self) -> None:
-        """Create the readings and rollup tables."""
-        await self.db.ensure_schema(SCHEMA)
-        await self.db.ensure_schema(ROLLUP_SCHEMA)
+        """Check the schema and mark readings a crash left out of the rollups."""
+        await self.db.migrate()
         await self.dirty.open()
         await self.db.write(_mark_unrolled_readings)
 

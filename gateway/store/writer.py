@@ -19,8 +19,8 @@ from typing import Any
 from gateway.domain import DeadLetter, Reading, StatusChange
 from gateway.errors import StoreError
 from gateway.metrics import Metrics
+from gateway.state.deadletters import StateRepository
 from gateway.store.base import TimeSeriesStore
-from gateway.store.deadletters import StateRepository
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """Findings and the installation audit over HTTP.
 
 ``GET /findings`` (filters ``site``, ``rule``, ``open``, ``from``, ``to``, ``limit``),
-``GET /sites/{site_id}/findings``, ``GET /audit`` and ``GET /sites/{site_id}/audit``.
+``GET /sites/{site_id}/findings``, ``GET /findings/{finding_id}/snapshots`` (the frozen
+evidence), ``GET /audit`` and ``GET /sites/{site_id}/audit``.
 The finding repository, registry and packs come from ``request.app.state.runtime``.
 """
 
@@ -20,7 +21,8 @@ from gateway.errors import NotFound
 from gateway.registry.models import SiteConfig
 from gateway.rules.audit import AuditItem, audit_site
 from gateway.rules.catalog import RULE_IDS
-from gateway.rules.repository import FindingRepository
+from gateway.state.findings import FindingRepository
+from gateway.state.snapshots import FindingSnapshot
 
 router = APIRouter(tags=["findings"])
 
@@ -212,6 +214,40 @@ async def get_finding(request: Request, finding_id: str) -> FindingPublic:
     if finding is None:
         raise HTTPException(status_code=404, detail=f"no finding with id {finding_id!r}")
     return FindingPublic.of(finding)
+
+
+class FindingSnapshotPublic(BaseModel):
+    """A frozen snapshot of a finding (at opening or a level change), never rewritten."""
+
+    seq: int
+    finding_id: str
+    change: str = Field(description="opened, or updated (a level change)")
+    at: datetime
+    severity: str
+    level: str
+    sha256: str = Field(description="SHA-256 of `content`, the canonical JSON text")
+    content: str = Field(description="Canonical JSON (sorted keys, compact): what was hashed")
+    intact: bool = Field(description="`content` still hashes to `sha256`")
+    snapshot: dict[str, Any] = Field(description="`content` parsed: finding, evidence, "
+                                     "readings window, sensor health, pack version")  # fmt: skip
+
+    @classmethod
+    def of(cls, s: FindingSnapshot) -> FindingSnapshotPublic:
+        """From the stored snapshot."""
+        return cls(
+            seq=s.seq, finding_id=s.finding_id, change=s.change, at=s.at, severity=s.severity,
+            level=s.level, sha256=s.sha256, content=s.content, intact=s.intact,
+            snapshot=dict(s.data),
+        )  # fmt: skip
+
+
+@router.get("/findings/{finding_id}/snapshots", response_model=list[FindingSnapshotPublic])
+async def finding_snapshots(request: Request, finding_id: str) -> list[FindingSnapshotPublic]:
+    """The frozen evidence of one finding, oldest first (404 for an unknown finding)."""
+    repo = _repo(request)
+    if await repo.get(finding_id) is None:
+        raise HTTPException(status_code=404, detail=f"no finding with id {finding_id!r}")
+    return [FindingSnapshotPublic.of(s) for s in await repo.snapshots(finding_id)]
 
 
 def _audit(request: Request, site: SiteConfig) -> SiteAuditPublic:

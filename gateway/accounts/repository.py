@@ -25,39 +25,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from gateway.accounts.models import ApiToken, Role, User
 from gateway.errors import ConfigError, NotFound
-from gateway.store.database import SqliteDatabase
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS users (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    username TEXT NOT NULL UNIQUE COLLATE NOCASE,
-    display_name TEXT NOT NULL DEFAULT '',
-    role TEXT NOT NULL,
-    password_hash TEXT NOT NULL,
-    site_ids TEXT NOT NULL DEFAULT '[]',
-    jurisdictions TEXT NOT NULL DEFAULT '[]',
-    disabled INTEGER NOT NULL DEFAULT 0,
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sessions (
-    id_hash TEXT PRIMARY KEY,
-    user_id INTEGER NOT NULL REFERENCES users (id) ON DELETE CASCADE,
-    csrf_token TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    expires_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS sessions_expiry ON sessions (expires_at);
-CREATE TABLE IF NOT EXISTS api_tokens (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    user_id INTEGER NOT NULL REFERENCES users (id) ON DELETE CASCADE,
-    name TEXT NOT NULL,
-    prefix TEXT NOT NULL,
-    token_hash TEXT NOT NULL UNIQUE,
-    created_at REAL NOT NULL,
-    last_used_at REAL,
-    revoked INTEGER NOT NULL DEFAULT 0
-)
-"""
+from gateway.state.database import SqliteDatabase
 
 #: API tokens start with this, so a leaked one is easy to recognise (and redact in logs).
 TOKEN_PREFIX = "swt_"
@@ -156,8 +124,8 @@ class AccountStore:
         return await asyncio.to_thread(run)
 
     async def open(self) -> None:
-        """Create the tables if missing."""
-        await self.db.ensure_schema(SCHEMA)
+        """Make sure the schema is current (the tables come from the migrations)."""
+        await self.db.migrate()
 
     def _digest(self, secret: str) -> str:
         return hmac.new(self._key, secret.encode(), hashlib.sha256).hexdigest()

@@ -5,30 +5,15 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from gateway.domain import DeadLetter, StatusChange
-from gateway.store.database import SqliteDatabase
-from gateway.store.sqlite import from_epoch
+from gateway.state.database import SqliteDatabase
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS deadletters (
-    id INTEGER PRIMARY KEY,
-    received_at REAL NOT NULL,
-    topic TEXT NOT NULL,
-    payload BLOB NOT NULL,
-    reason TEXT NOT NULL,
-    detail TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS deadletters_reason ON deadletters (reason, received_at);
-CREATE TABLE IF NOT EXISTS node_status (
-    site_id TEXT NOT NULL,
-    node_id TEXT NOT NULL,
-    online INTEGER NOT NULL,
-    changed_at REAL NOT NULL,
-    PRIMARY KEY (site_id, node_id)
-);
-"""
+
+def from_epoch(value: float) -> datetime:
+    """An aware UTC datetime from the epoch seconds these tables store."""
+    return datetime.fromtimestamp(value, UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +51,8 @@ class StateRepository:
         self.db = db
 
     async def open(self) -> None:
-        """Create the tables."""
-        await self.db.ensure_schema(SCHEMA)
+        """Make sure the schema is current (the tables come from the migrations)."""
+        await self.db.migrate()
 
     async def save(self, letters: Sequence[DeadLetter], statuses: Sequence[StatusChange]) -> None:
         """Store dead letters and status changes in one transaction."""

@@ -2,8 +2,9 @@
 
 All writes go through one dedicated thread with one connection, so they are
 serialised without locks in Python; reads use a connection per reader thread, which
-WAL lets run beside the writer. Features keep their own tables: each repository
-calls :meth:`SqliteDatabase.ensure_schema` with its ``CREATE ... IF NOT EXISTS``.
+WAL lets run beside the writer. The schema is versioned: :meth:`SqliteDatabase.open`
+applies the numbered migrations of :mod:`gateway.state.migrations` (``PRAGMA
+user_version``), so every table is created or changed in exactly one place.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from gateway.errors import StoreError, StoreUnavailable
+from gateway.state import migrations
 
 T = TypeVar("T")
 
@@ -28,6 +30,25 @@ _PRAGMAS = (
     "PRAGMA busy_timeout=5000",
     "PRAGMA foreign_keys=ON",
 )
+
+
+class Database(Protocol):
+    """What a repository needs of the database: a transaction and a read.
+
+    Stages (alerts, accounts) depend on this interface, not on :class:`SqliteDatabase`.
+    """
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` in one write transaction."""
+        ...
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` on a connection that sees the last commit."""
+        ...
+
+    async def migrate(self, target: int | None = None) -> migrations.UpgradeResult:
+        """Bring the schema to this code's version (idempotent)."""
+        ...
 
 
 class SqliteDatabase:
@@ -49,8 +70,9 @@ class SqliteDatabase:
         conn.row_factory = sqlite3.Row
         return conn
 
-    async def open(self) -> None:
-        """Create the file (and its folder) and start the writer thread."""
+    async def open(self, *, migrate: bool = True) -> None:
+        """Create the file (and its folder), start the writer thread and bring the
+        schema to this version's (``migrate=False``: leave it, e.g. to report it)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
         self._reader_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sqlite-reader")
@@ -59,6 +81,8 @@ class SqliteDatabase:
             self._write_conn = await loop.run_in_executor(self._writer, self._connect)
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open {self.path}: {exc}") from exc
+        if migrate:
+            await self.migrate()
 
     async def close(self) -> None:
         """Stop the threads and close every connection."""
@@ -111,8 +135,23 @@ class SqliteDatabase:
 
         return await self._call(self._reader_pool, run)
 
+    async def migrate(self, target: int | None = None) -> migrations.UpgradeResult:
+        """Apply the pending migrations (idempotent: nothing to do at the latest)."""
+        if self._writer is None or self._write_conn is None:
+            raise StoreUnavailable("database is not open")
+        conn = self._write_conn
+        return await self._call(self._writer, lambda: migrations.upgrade(conn, target))
+
+    async def schema_version(self) -> int:
+        """The migration number the file is at (0: never migrated)."""
+        return await self.read(migrations.current_version)
+
     async def ensure_schema(self, ddl: str) -> None:
-        """Apply ``CREATE ... IF NOT EXISTS`` statements (idempotent)."""
+        """Apply ``CREATE ... IF NOT EXISTS`` statements (idempotent).
+
+        Only for a package whose tables are not yet folded into a migration; new
+        tables belong in a numbered migration (docs/architecture.md, "State").
+        """
 
         def run(conn: sqlite3.Connection) -> None:
             for statement in ddl.split(";"):

@@ -1,45 +1,25 @@
-"""Findings in SQLite: one row per finding (its latest state) plus an event log."""
+"""Findings in SQLite: one row per finding (its latest state), an event log, and
+frozen snapshots of the evidence at opening and at each level change."""
 
 from __future__ import annotations
 
 import builtins
 import json
 import sqlite3
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from gateway.domain import Audience, Citation, Finding, FindingEvent, Severity
-from gateway.store.database import SqliteDatabase
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS findings (
-    id TEXT PRIMARY KEY,
-    rule_id TEXT NOT NULL,
-    site_id TEXT NOT NULL,
-    severity TEXT NOT NULL,
-    level TEXT NOT NULL DEFAULT '',
-    title TEXT NOT NULL,
-    opened_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    cleared_at TEXT,
-    audience TEXT NOT NULL,
-    evidence TEXT NOT NULL,
-    citations TEXT NOT NULL,
-    action TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS findings_site_opened ON findings (site_id, opened_at);
-CREATE INDEX IF NOT EXISTS findings_opened ON findings (opened_at);
-CREATE INDEX IF NOT EXISTS findings_open ON findings (cleared_at) WHERE cleared_at IS NULL;
-CREATE TABLE IF NOT EXISTS finding_events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    finding_id TEXT NOT NULL,
-    change TEXT NOT NULL,
-    at TEXT NOT NULL,
-    severity TEXT NOT NULL,
-    level TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS finding_events_finding ON finding_events (finding_id, seq)
-"""
+from gateway.state.database import SqliteDatabase
+from gateway.state.snapshots import (
+    FindingSnapshot,
+    SnapshotContext,
+    canonical_json,
+    content_hash,
+    needs_snapshot,
+    snapshot_content,
+)
 
 _COLUMNS = (
     "id, rule_id, site_id, severity, level, title, opened_at, updated_at, cleared_at, "
@@ -104,17 +84,24 @@ class FindingRepository:
         self.db = db
 
     async def open(self) -> None:
-        """Create the tables if needed."""
-        await self.db.ensure_schema(SCHEMA)
+        """Make sure the schema is current (the tables come from the migrations)."""
+        await self.db.migrate()
 
-    async def apply(self, events: list[FindingEvent]) -> None:
-        """Upsert each event's finding and log the event, in one transaction."""
+    async def apply(
+        self, events: list[FindingEvent], contexts: Mapping[str, SnapshotContext] | None = None
+    ) -> None:
+        """Upsert each event's finding and log the event, in one transaction; an
+        opening or a level change also stores a frozen snapshot (with the finding's
+        entry of ``contexts``, by finding id, when the caller gathered one)."""
         if not events:
             return
+        gathered = contexts or {}
 
         def run(conn: sqlite3.Connection) -> None:
             for e in events:
                 f = e.finding
+                if needs_snapshot(e, _stored_level(conn, f.id)):
+                    _insert_snapshot(conn, e, gathered.get(f.id, SnapshotContext()))
                 conn.execute(
                     f"INSERT INTO findings ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
                     "ON CONFLICT(id) DO UPDATE SET severity=excluded.severity, "
@@ -174,6 +161,33 @@ class FindingRepository:
 
         return await self.db.read(run)
 
+    async def levels(self, finding_ids: builtins.list[str]) -> dict[str, str]:
+        """The stored level of each finding that exists (to tell a level change)."""
+        ids = sorted(set(finding_ids))
+        if not ids:
+            return {}
+
+        def run(conn: sqlite3.Connection) -> dict[str, str]:
+            rows = conn.execute(
+                f"SELECT id, level FROM findings WHERE id IN ({','.join('?' * len(ids))})", ids
+            )
+            return {r["id"]: r["level"] for r in rows}
+
+        return await self.db.read(run)
+
+    async def snapshots(self, finding_id: str) -> builtins.list[FindingSnapshot]:
+        """The frozen snapshots of one finding, oldest first."""
+
+        def run(conn: sqlite3.Connection) -> builtins.list[FindingSnapshot]:
+            rows = conn.execute(
+                "SELECT seq, finding_id, change, at, severity, level, content, sha256"
+                " FROM finding_snapshots WHERE finding_id = ? ORDER BY seq",
+                (finding_id,),
+            )
+            return [_snapshot(r) for r in rows]
+
+        return await self.db.read(run)
+
     async def get(self, finding_id: str) -> Finding | None:
         """One finding by id."""
 
@@ -205,3 +219,35 @@ class FindingRepository:
             ]  # fmt: skip
 
         return await self.db.read(run)
+
+
+def _stored_level(conn: sqlite3.Connection, finding_id: str) -> str | None:
+    row = conn.execute("SELECT level FROM findings WHERE id = ?", (finding_id,)).fetchone()
+    return None if row is None else str(row["level"])
+
+
+def _insert_snapshot(conn: sqlite3.Connection, event: FindingEvent, ctx: SnapshotContext) -> None:
+    f = event.finding
+    text = canonical_json(snapshot_content(f, event.change, ctx))
+    conn.execute(
+        "INSERT INTO finding_snapshots (finding_id, change, at, severity, level, content, sha256)"
+        " VALUES (?,?,?,?,?,?,?)",
+        (f.id, event.change.value, _ts(f.updated_at), f.severity.value, f.level, text,
+         content_hash(text)),
+    )  # fmt: skip
+
+
+def _snapshot(row: sqlite3.Row) -> FindingSnapshot:
+    at = _parse(row["at"])
+    assert at is not None
+    return FindingSnapshot(
+        seq=row["seq"],
+        finding_id=row["finding_id"],
+        change=row["change"],
+        at=at,
+        severity=row["severity"],
+        level=row["level"],
+        content=row["content"],
+        sha256=row["sha256"],
+        data=json.loads(row["content"]),
+    )

@@ -1,0 +1,374 @@
+"""The alert lifecycle as pure functions: current alert + event -> a :class:`Decision`.
+
+No I/O and no clock: each function gets the alert as stored (or None), what
+happened, ``now`` and the policy numbers, and says what the alert becomes and which
+notifications to queue. :mod:`alerts.outbox` writes a decision in one transaction;
+:class:`alerts.manager.AlertManager` ties the two together. Recipients are named by
+audience (:class:`To`) because who they are (contacts, routing, who was told before)
+is looked up when the decision is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from alerts.models import Alert, AlertState, InvalidTransition, Reason
+from alerts.policy import is_material, max_severity
+from gateway.domain import Audience, Finding, FindingChange, FindingEvent, Severity
+
+SYSTEM = "system"
+"""``resolved_by`` of an alert resolved because its finding cleared."""
+
+HUMAN_REASONS = (Reason.OPENED, Reason.RAISED, Reason.REPEAT, Reason.ESCALATED)
+"""Messages to people (not the MQTT state) that a resolve makes moot."""
+
+
+class To(StrEnum):
+    """Who a queued notification goes to (resolved to addresses by the outbox)."""
+
+    HOMEOWNER = "homeowner"  # the site's contacts
+    PUBLIC_WORKS = "public_works"  # the jurisdiction's routing for this rule and severity
+    TOLD = "told"  # whoever was told (or may have been) about this alert before
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Queue one notification per recipient of ``to``, after ``delay``."""
+
+    to: To
+    reason: Reason
+    delay: timedelta = timedelta(0)
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """Cancel the alert's pending notifications for these reasons (``why`` is recorded)."""
+
+    reasons: tuple[Reason, ...]
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Notified:
+    """The highest severity and level people were told of (so a wobble notifies once)."""
+
+    severity: Severity
+    level: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tracked:
+    """An alert as stored, with what was notified of it."""
+
+    alert: Alert
+    notified: Notified
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The lifecycle's numbers (from :class:`alerts.config.AlertsConfig`)."""
+
+    flap_window: timedelta
+    repeat_interval: timedelta
+    repeat_max: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    """How a violation of this rule in this jurisdiction reaches public works.
+
+    ``clock_start`` comes from :func:`alerts.policy.violation_clock_start` (the first
+    episode of the season year); ``grace`` None or zero means at once.
+    """
+
+    grace: timedelta | None
+    clock_start: datetime
+    default_assignee: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What an event does. ``alert`` None: nothing changes."""
+
+    alert: Alert | None = None
+    notified: Notified | None = None
+    created: bool = False
+    sends: tuple[Send, ...] = ()
+    cancel: Cancel | None = None
+    revive_resolved_at: datetime | None = None
+    publish_state: bool = False
+
+
+def goes_to_public_works(alert: Alert) -> bool:
+    """Only ordinance violations (with a citation) addressed to public works."""
+    return alert.is_ordinance and Audience.PUBLIC_WORKS.value in alert.audience
+
+
+def citations_of(f: Finding) -> tuple[dict[str, str], ...]:
+    """A finding's citations in the alert's storage form."""
+    return tuple({"file": c.file, "section": c.section, "quote": c.quote} for c in f.citations)
+
+
+def _content(f: Finding) -> dict[str, Any]:
+    """The alert fields that mirror its finding."""
+    return {
+        "finding_id": f.id,
+        "severity": f.severity,
+        "level": f.level,
+        "title": f.title,
+        "action": f.action,
+        "evidence": dict(f.evidence),
+        "audience": tuple(a.value for a in f.audience),
+        "citations": citations_of(f),
+    }
+
+
+def on_event(
+    tracked: Tracked | None,
+    event: FindingEvent,
+    now: datetime,
+    policy: Policy,
+    *,
+    new_id: str,
+    jurisdiction: str,
+    escalation: Escalation,
+) -> Decision:
+    """Apply one finding event to the alert that follows its finding (if any)."""
+    if event.change is FindingChange.CLEARED:
+        return _cleared(tracked, event.finding, now, policy)
+    if tracked is None:
+        return _create(event.finding, now, policy, new_id, jurisdiction, escalation)
+    return _follow(tracked, event.finding, now, policy, escalation)
+
+
+def _cleared(tracked: Tracked | None, f: Finding, now: datetime, policy: Policy) -> Decision:
+    if tracked is None:
+        return Decision()
+    alert = tracked.alert
+    if alert.state is AlertState.RESOLVED:
+        if alert.finding_cleared_at is not None:
+            return Decision()
+        return Decision(alert=replace(alert, finding_cleared_at=now))
+    decision = resolve(alert, now, by=SYSTEM, note="condition cleared", delay=policy.flap_window)
+    assert decision.alert is not None
+    return replace(decision, alert=replace(decision.alert, finding_cleared_at=f.cleared_at or now))
+
+
+def _create(
+    f: Finding,
+    now: datetime,
+    policy: Policy,
+    new_id: str,
+    jurisdiction: str,
+    escalation: Escalation,
+) -> Decision:
+    alert = Alert(
+        id=new_id,
+        site_id=f.site_id,
+        jurisdiction=jurisdiction,
+        rule_id=f.rule_id,
+        state=AlertState.OPEN,
+        opened_at=now,
+        updated_at=now,
+        **_content(f),
+    )
+    sends: list[Send] = []
+    if Audience.HOMEOWNER.value in alert.audience:
+        sends.append(Send(To.HOMEOWNER, Reason.OPENED))
+        if alert.severity is Severity.CRITICAL:
+            alert = replace(alert, next_repeat_at=now + policy.repeat_interval)
+    if goes_to_public_works(alert):
+        alert, more = _start_clock(alert, now, escalation)
+        sends += more
+    return Decision(
+        alert=alert,
+        notified=Notified(alert.severity, alert.level),
+        created=True,
+        sends=tuple(sends),
+        publish_state=True,
+    )
+
+
+def _start_clock(
+    alert: Alert, now: datetime, escalation: Escalation
+) -> tuple[Alert, tuple[Send, ...]]:
+    """Set the escalation deadline, or escalate now when there is no grace period or
+    the violation's clock (started by an earlier episode this season) has run out."""
+    period = escalation.grace
+    if period is None or period <= timedelta(0):
+        return _escalated(alert, now, escalation), (Send(To.PUBLIC_WORKS, Reason.OPENED),)
+    start = min(escalation.clock_start, now)
+    alert = replace(alert, clock_started_at=start, escalate_at=start + period)
+    if start + period <= now:
+        return _escalated(alert, now, escalation), (Send(To.PUBLIC_WORKS, Reason.ESCALATED),)
+    return alert, ()
+
+
+def _escalated(alert: Alert, now: datetime, escalation: Escalation) -> Alert:
+    assignee = alert.assignee
+    if assignee is None and escalation.default_assignee:
+        assignee = escalation.default_assignee
+    return replace(alert, escalated_at=now, assignee=assignee)
+
+
+def _follow(
+    tracked: Tracked, f: Finding, now: datetime, policy: Policy, escalation: Escalation
+) -> Decision:
+    """An update or re-open of the finding an alert follows."""
+    alert, notified = tracked.alert, tracked.notified
+    material = is_material(notified.severity, notified.level, f.severity, f.level)
+    updated = replace(alert, updated_at=now, **_content(f))
+    revive: datetime | None = None
+    reopened = False
+    if alert.state is AlertState.RESOLVED:
+        flapped = alert.resolved_by == SYSTEM
+        if not (flapped or material):
+            # Resolved by hand while the finding is still open: stays resolved
+            # unless it gets worse.
+            return Decision(alert=updated)
+        reopened = True
+        revive = alert.resolved_at
+        updated = replace(
+            updated,
+            state=AlertState.ACKNOWLEDGED if alert.acknowledged_at else AlertState.OPEN,
+            resolved_at=None,
+            resolved_by=None,
+            resolve_note=None,
+            finding_cleared_at=None,
+            flaps=alert.flaps + 1 if flapped else alert.flaps,
+        )
+    severity_changed = f.severity is not alert.severity or f.level != alert.level
+    if material:
+        notified = Notified(max_severity(notified.severity, f.severity), f.level)
+        if updated.state is AlertState.ACKNOWLEDGED and f.severity is Severity.CRITICAL:
+            # An acknowledgement covers what was acknowledged: worse than that
+            # (now critical) needs a new one, and the reminders start again.
+            updated = replace(
+                updated,
+                state=AlertState.OPEN,
+                acknowledged_at=None,
+                acknowledged_by=None,
+                ack_note=None,
+            )
+    sends: list[Send] = []
+    homeowner = Audience.HOMEOWNER.value in updated.audience
+    if material:
+        if homeowner:
+            sends.append(Send(To.HOMEOWNER, Reason.RAISED))
+        if alert.escalated_at is not None:
+            sends.append(Send(To.PUBLIC_WORKS, Reason.RAISED))
+    if (
+        homeowner
+        and updated.state is AlertState.OPEN
+        and updated.severity is Severity.CRITICAL
+        and (alert.next_repeat_at is None or material)
+    ):
+        updated = replace(updated, next_repeat_at=now + policy.repeat_interval)
+    if goes_to_public_works(updated) and alert.escalate_at is None and alert.escalated_at is None:
+        updated, more = _start_clock(updated, now, escalation)
+        sends += more
+    return Decision(
+        alert=updated,
+        notified=notified,
+        sends=tuple(sends),
+        revive_resolved_at=revive,
+        publish_state=material or reopened or severity_changed,
+    )
+
+
+def resolve(
+    alert: Alert,
+    now: datetime,
+    *,
+    by: str,
+    note: str | None,
+    delay: timedelta = timedelta(0),
+) -> Decision:
+    """Resolve (by hand, or ``by=SYSTEM`` when the finding cleared): pending messages
+    to people are moot; whoever was told hears it is resolved (after ``delay``)."""
+    resolved = replace(
+        alert,
+        state=AlertState.RESOLVED,
+        resolved_at=now,
+        resolved_by=by,
+        resolve_note=note,
+        next_repeat_at=None,
+        updated_at=now,
+        # escalate_at is kept: a violation that flaps back keeps its original deadline.
+    )
+    return Decision(
+        alert=resolved,
+        cancel=Cancel(HUMAN_REASONS, "alert resolved before delivery"),
+        sends=(Send(To.TOLD, Reason.RESOLVED, delay),),
+        publish_state=True,
+    )
+
+
+def resolve_by_hand(alert: Alert, now: datetime, *, by: str, note: str | None) -> Decision:
+    """An operator resolves an alert (not one already resolved)."""
+    if alert.state is AlertState.RESOLVED:
+        raise InvalidTransition(f"alert {alert.id} is already resolved")
+    return resolve(alert, now, by=by, note=note)
+
+
+def acknowledge(alert: Alert, now: datetime, *, by: str, note: str | None) -> Decision:
+    """open -> acknowledged: stops the reminders (not the escalation)."""
+    if alert.state is not AlertState.OPEN:
+        raise InvalidTransition(f"alert {alert.id} is {alert.state}, not open")
+    acknowledged = replace(
+        alert,
+        state=AlertState.ACKNOWLEDGED,
+        acknowledged_at=now,
+        acknowledged_by=by,
+        ack_note=note,
+        next_repeat_at=None,
+        updated_at=now,
+    )
+    return Decision(
+        alert=acknowledged,
+        cancel=Cancel((Reason.REPEAT,), "acknowledged before delivery"),
+        publish_state=True,
+    )
+
+
+def assign(alert: Alert, now: datetime, *, assignee: str | None) -> Decision:
+    """Set (or clear) who at public works handles the alert."""
+    return Decision(alert=replace(alert, assignee=assignee, updated_at=now))
+
+
+def escalation_due(alert: Alert, now: datetime, default_assignee: str | None) -> Decision:
+    """The grace period ran out on an unresolved violation: tell public works."""
+    if (
+        alert.state is AlertState.RESOLVED
+        or alert.escalated_at is not None
+        or alert.escalate_at is None
+        or alert.escalate_at > now
+    ):
+        return Decision()
+    escalation = Escalation(grace=None, clock_start=now, default_assignee=default_assignee)
+    return Decision(
+        alert=_escalated(alert, now, escalation),
+        sends=(Send(To.PUBLIC_WORKS, Reason.ESCALATED),),
+        publish_state=True,
+    )
+
+
+def repeat_due(alert: Alert, now: datetime, policy: Policy) -> Decision:
+    """A reminder of an open alert is due: critical ones repeat (up to ``repeat_max``)."""
+    if alert.state is not AlertState.OPEN or alert.next_repeat_at is None:
+        return Decision()
+    if alert.next_repeat_at > now:
+        return Decision()
+    if alert.severity is not Severity.CRITICAL:
+        return Decision(alert=replace(alert, next_repeat_at=None))
+    repeats = alert.repeats + 1
+    more = policy.repeat_max is None or repeats < policy.repeat_max
+    return Decision(
+        alert=replace(
+            alert, repeats=repeats, next_repeat_at=now + policy.repeat_interval if more else None
+        ),
+        sends=(Send(To.HOMEOWNER, Reason.REPEAT),),
+    )
