@@ -109,6 +109,13 @@ class Settings(BaseSettings):
     # Detectors
     silence_factor: float = Field(6.0, description="Silent after this many sample intervals")
 
+    # Home Assistant MQTT discovery (docs/home-assistant.md)
+    ha_discovery: bool = Field(False, description="Publish HA discovery configs and site state")
+    ha_discovery_prefix: str = Field("homeassistant", description="Home Assistant's prefix")
+    public_url: str | None = Field(
+        None, description="Base URL of the pages (HA's configuration_url); default the API's"
+    )
+
     @property
     def reports_folder(self) -> Path:
         """Where scheduled reports are written."""
