@@ -116,6 +116,15 @@ class Settings(BaseSettings):
         None, description="Base URL of the pages (HA's configuration_url); default the API's"
     )
 
+    # The console's street map (docs/ui.md): a village may run its own tile server.
+    map_tile_url: str = Field(
+        "https://tile.openstreetmap.org/{z}/{x}/{y}.png", description="XYZ tile URL template"
+    )
+    map_attribution: str = Field(
+        '&copy; <a href="https://www.openstreetmap.org/copyright">OpenStreetMap</a> contributors',
+        description="Shown on the map, as the tile provider requires",
+    )
+
     @property
     def reports_folder(self) -> Path:
         """Where scheduled reports are written."""
