@@ -204,3 +204,21 @@ async def test_a_site_removed_from_the_registry_loses_its_entities(
     configs = retained(mosquitto, "homeassistant/#")
     assert configs, "the kept site's configs stay"
     assert all("elm_12_" in topic for topic in configs)
+
+
+async def test_a_silent_node_turns_the_sensor_offline_problem_sensor_on(
+    tmp_path: Path, mosquitto: BrokerProcess
+) -> None:
+    # Demo nodes report every 5-30 s; at a silence factor of 1 a quiet node is noticed
+    # at the next detector tick.
+    settings = _settings(tmp_path, mosquitto).model_copy(update={"silence_factor": 1.0})
+    async with run_gateway(settings) as runtime:
+        await wait_until(lambda: _is_set(runtime.home_assistant.connected), 15)  # type: ignore[union-attr]
+
+        async def offline() -> bool:
+            payload = retained(mosquitto, state_topic("elm-12"), settle_s=0.3).get(
+                state_topic("elm-12")
+            )
+            return payload is not None and json.loads(payload)["sensor_offline"] == "ON"
+
+        await wait_until(offline, 60, interval=1.0)
