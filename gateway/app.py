@@ -9,6 +9,7 @@ from fastapi import Depends, FastAPI
 
 from gateway import __version__
 from gateway.accounts.access import access_control
+from gateway.accounts.security import tile_origin
 from gateway.accounts.setup import install_accounts, open_accounts
 from gateway.api.routes import alerts, deadletters, findings, health, sites
 from gateway.reports import routes as report_routes
@@ -39,6 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     for module in (health, sites, deadletters, findings, alerts, report_routes):
         app.include_router(module.router)
-    install_accounts(app)
+    # The console's street map loads its tiles from the configured tile server.
+    install_accounts(app, img_sources=(tile_origin(settings.map_tile_url),))
     install_web(app)
     return app

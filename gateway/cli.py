@@ -146,8 +146,14 @@ def demo(
         auth_enabled=True,
         users_file=users,
         secret_key=secrets.token_urlsafe(32),
+        ha_discovery=True,
+        public_url=f"http://127.0.0.1:{api_port}",
     )
     console.print(f"[bold green]SumpWatch demo[/]: http://127.0.0.1:{api_port}/  (Ctrl-C to stop)")
+    console.print(
+        f"Home Assistant: add the MQTT integration with broker {broker.host} port {broker.port};"
+        " every home appears as a device (discovery prefix 'homeassistant', docs/home-assistant.md)"
+    )
     console.print("Sign in as (demo accounts, from deploy/users.example.toml):")
     for line in describe_seed(load_seed(users)):
         console.print(f"  {line}")

@@ -51,12 +51,15 @@ class Pipeline:
         detectors: Detectors | None = None,
         sinks: list[FindingSink] | None = None,
         tick_interval_s: float = 5.0,
+        observers: list[Callable[[Reading], None]] | None = None,
     ) -> None:
         self.validator = validator
         self.writer = writer
         self.metrics = metrics
         self.detectors = detectors
         self.sinks = sinks or []
+        #: Synchronous, cheap consumers of every valid reading (Home Assistant state).
+        self.observers = observers or []
         self.tick_interval_s = tick_interval_s
         self.draining = False
         self.last_message_at: datetime | None = None
@@ -76,6 +79,8 @@ class Pipeline:
         detectors = self.detectors
         try:
             if isinstance(item, Reading):
+                for observe in self.observers:
+                    observe(item)
                 events = detectors.on_reading(item) if detectors else []
             elif isinstance(item, StatusChange):
                 m.status_messages += 1

@@ -16,10 +16,11 @@ from alerts.channels.mqtt import MqttPublisher
 from alerts.config import load_alerts_config
 from gateway.domain import Finding, FindingEvent
 from gateway.errors import ConfigError, StoreError
+from gateway.homeassistant import HomeAssistantBridge
 from gateway.ingest import MqttSource
 from gateway.ingest.mqtt import SitePartition, tls_context
 from gateway.metrics import Metrics
-from gateway.pipeline import Pipeline
+from gateway.pipeline import FindingSink, Pipeline
 from gateway.registry import SiteRegistry, load_registry
 from gateway.reports.schedule import run_report_schedule
 from gateway.reports.sources import sources_from_runtime
@@ -66,6 +67,7 @@ class Runtime:
     alerts: AlertManager
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     extras: dict[str, Any] = field(default_factory=dict)
+    home_assistant: HomeAssistantBridge | None = None
 
     @property
     def writer(self) -> BatchWriter:
@@ -115,6 +117,23 @@ async def snapshot_context(
             for h in health
         ),
         note=note,
+    )
+
+
+def _home_assistant(settings: Settings, registry: SiteRegistry) -> HomeAssistantBridge | None:
+    """The Home Assistant discovery bridge, when the deployment turned it on."""
+    if not settings.ha_discovery:
+        return None
+    return HomeAssistantBridge(
+        registry,
+        host=settings.mqtt_host,
+        port=settings.mqtt_port,
+        client_id=f"{settings.mqtt_client_id}-ha",
+        dashboard_url=settings.public_url or f"http://{settings.api_host}:{settings.api_port}",
+        prefix=settings.ha_discovery_prefix,
+        username=settings.mqtt_username,
+        password=settings.mqtt_password.get_secret_value() if settings.mqtt_password else None,
+        tls_context=tls_context(settings),
     )
 
 
@@ -206,16 +225,24 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             }
             await findings.apply(events, contexts)
 
+        ha = _home_assistant(settings, registry)
+        if ha is not None:
+            ha.restore((f.site_id, f.rule_id) for f in engine.open_findings())
+
         async def copy_to_store(events: list[FindingEvent]) -> None:
             # InfluxDB keeps a finding series for Grafana; SQLite ignores this.
             await store.write_events(findings=events)
 
+        sinks: list[FindingSink] = [record_findings, alerts.on_events, copy_to_store]
+        if ha is not None:
+            sinks.append(ha.on_events)
         pipeline = Pipeline(
             validator,
             writer,
             metrics,
             detectors=engine,
-            sinks=[record_findings, alerts.on_events, copy_to_store],
+            sinks=sinks,
+            observers=[ha.observe] if ha else [],
         )
 
         def on_connection(up: bool) -> None:
@@ -235,6 +262,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             engine,
             findings,
             alerts,
+            home_assistant=ha,
         )
 
         async with asyncio.TaskGroup() as tg:
@@ -246,6 +274,8 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                 tg.create_task(refresh_forever(store, settings.rollup_interval_s), name="rollups"),
                 tg.create_task(source.run(), name="mqtt-source"),
             ]
+            if ha is not None:
+                tasks.append(tg.create_task(ha.run(), name="home-assistant"))
             if settings.report_schedule:
                 tasks.append(
                     tg.create_task(

@@ -109,6 +109,22 @@ class Settings(BaseSettings):
     # Detectors
     silence_factor: float = Field(6.0, description="Silent after this many sample intervals")
 
+    # Home Assistant MQTT discovery (docs/home-assistant.md)
+    ha_discovery: bool = Field(False, description="Publish HA discovery configs and site state")
+    ha_discovery_prefix: str = Field("homeassistant", description="Home Assistant's prefix")
+    public_url: str | None = Field(
+        None, description="Base URL of the pages (HA's configuration_url); default the API's"
+    )
+
+    # The console's street map (docs/ui.md): a village may run its own tile server.
+    map_tile_url: str = Field(
+        "https://tile.openstreetmap.org/{z}/{x}/{y}.png", description="XYZ tile URL template"
+    )
+    map_attribution: str = Field(
+        '&copy; <a href="https://www.openstreetmap.org/copyright">OpenStreetMap</a> contributors',
+        description="Shown on the map, as the tile provider requires",
+    )
+
     @property
     def reports_folder(self) -> Path:
         """Where scheduled reports are written."""

@@ -2,12 +2,15 @@
 # Idempotent set-up shared by the demo and the test commands:
 #   - system packages the suite needs (Mosquitto, InfluxDB 1.x, Chromium, poppler) via apt-get;
 #   - a virtual environment in .venv with the project and its dev extras.
-# Usage: scripts/setup.sh [--system] [--python]; with no flag, both.
+#   - with --esphome, ESPHome in its own venv .venv-esphome (it pins paho-mqtt 1.x,
+#     which the gateway's aiomqtt cannot share), for validating deploy/esphome/.
+# Usage: scripts/setup.sh [--system] [--python] [--esphome]; with no flag, the first two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_system=1
 want_python=1
+want_esphome=0
 if [ $# -gt 0 ]; then
   want_system=0
   want_python=0
@@ -15,6 +18,7 @@ if [ $# -gt 0 ]; then
     case "$arg" in
       --system) want_system=1 ;;
       --python) want_python=1 ;;
+      --esphome) want_esphome=1 ;;
       *) echo "unknown option $arg" >&2; exit 2 ;;
     esac
   done
@@ -47,6 +51,17 @@ if [ "$want_python" = 1 ]; then
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
     .venv/bin/python -m pip install -q -e '.[dev]'
+    touch "$stamp"
+  fi
+fi
+
+if [ "$want_esphome" = 1 ]; then
+  python=${PYTHON:-python3}
+  pins=deploy/esphome/requirements.txt
+  stamp=.venv-esphome/.sumpwatch-installed
+  if [ ! -f "$stamp" ] || [ "$pins" -nt "$stamp" ]; then
+    [ -x .venv-esphome/bin/python ] || "$python" -m venv .venv-esphome
+    .venv-esphome/bin/python -m pip install -q -r "$pins"
     touch "$stamp"
   fi
 fi

@@ -3,5 +3,5 @@
 # arguments go to pytest, e.g. scripts/test.sh -k ingest -x
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --system --python --esphome
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -8,11 +8,23 @@ import re
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 #: Pages load scripts, styles and data only from this origin; nothing may frame them.
+#: Images may also come from the map's tile server (its origin is added at start).
 CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:{img}; "
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'self'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
+
+
+def tile_origin(tile_url: str) -> str:
+    """The CSP source of an XYZ tile URL: its origin, ``{s}`` subdomains as ``*``."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(tile_url.replace("{s}", "SUBDOMAIN"))
+    host = parts.netloc.replace("SUBDOMAIN", "*")
+    return f"{parts.scheme}://{host}"
+
+
 #: The interactive API docs load Swagger UI / ReDoc from a CDN; they get no CSP.
 _DOCS_PATHS = ("/docs", "/redoc")
 
@@ -32,8 +44,9 @@ class SecurityHeadersMiddleware:
     own, so a shared computer's browser cache does not keep someone's dashboard.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, img_sources: tuple[str, ...] = ()) -> None:
         self.app = app
+        self.csp = CSP.format(img="".join(" " + src for src in img_sources)).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -48,7 +61,7 @@ class SecurityHeadersMiddleware:
                 present = {name.lower() for name, _ in headers}
                 extra = [h for h in _COMMON if h[0] not in present]
                 if not path.startswith(_DOCS_PATHS) and b"content-security-policy" not in present:
-                    extra.append((b"content-security-policy", CSP.encode()))
+                    extra.append((b"content-security-policy", self.csp))
                 if https:
                     extra.append((b"strict-transport-security", b"max-age=31536000"))
                 if not path.startswith("/static/") and b"cache-control" not in present:

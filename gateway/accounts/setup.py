@@ -39,14 +39,14 @@ def _quote(path: str) -> str:
     return quote(path, safe="/")
 
 
-def install_accounts(app: FastAPI) -> None:
+def install_accounts(app: FastAPI, img_sources: tuple[str, ...] = ()) -> None:
     """Add security headers, the 401/redirect handler and the login routes.
 
     The access-control dependency itself must be given to ``FastAPI(dependencies=
     [Depends(access_control)])`` so that it precedes every router.
     """
     app.add_middleware(GuardDocsMiddleware)
-    app.add_middleware(SecurityHeadersMiddleware)
+    app.add_middleware(SecurityHeadersMiddleware, img_sources=img_sources)
     app.add_exception_handler(LoginRequired, _login_required)
     app.include_router(routes.router)
     app.state.login_limiter = LoginLimiter()

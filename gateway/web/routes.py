@@ -129,10 +129,21 @@ async def console(request: Request, jurisdiction: str, principal: PrincipalDep) 
     sites = _jurisdiction_sites(request, jurisdiction)
     view = await console_view(_runtime(request), jurisdiction, sites, principal, units_of(request))
     map_points = [
-        {"id": r.site_id, "name": r.name, "lat": r.lat, "lon": r.lon, "status": r.status}
+        {
+            "id": r.site_id,
+            "name": r.name,
+            "address": r.address,
+            "lat": r.lat,
+            "lon": r.lon,
+            "status": r.status,
+            "status_text": r.status_text,
+            "open_findings": r.open_findings,
+        }
         for r in view.rows
         if r.lat is not None and r.lon is not None
     ]
+    settings = _runtime(request).settings
+    map_config = {"tiles": settings.map_tile_url, "attribution": settings.map_attribution}
     return render(
         request,
         "console.html",
@@ -141,6 +152,7 @@ async def console(request: Request, jurisdiction: str, principal: PrincipalDep) 
         winter_season=_winter_season(request, sites[0]),
         # Escaped so no value can close the <script> element it is embedded in.
         map_json=json.dumps(map_points).replace("<", "\\u003c"),
+        map_config_json=json.dumps(map_config).replace("<", "\\u003c"),
     )
 
 

@@ -5,6 +5,7 @@
   const panels = document.getElementById("panels");
   const jurisdiction = panels.dataset.jurisdiction;
   let sort = { col: 1, dir: 1 }; // by status, worst first
+  const siteMap = SW.siteMap ? SW.siteMap() : null;
 
   function applySort(table) {
     const body = table.tBodies[0];
@@ -21,21 +22,35 @@
     });
   }
 
+  // One filter for the table and the map: the same sites show in both.
+  function currentFilter() {
+    return {
+      text: document.getElementById("filter-text").value.trim().toLowerCase(),
+      status: document.getElementById("filter-status").value,
+      onlyFindings: document.getElementById("filter-findings").checked,
+    };
+  }
+
+  function matches(f, haystack, status, findings) {
+    return (!f.text || haystack.toLowerCase().includes(f.text))
+      && (!f.status || status === f.status)
+      && (!f.onlyFindings || findings > 0);
+  }
+
   function applyFilter() {
+    const f = currentFilter();
     const table = document.getElementById("sites-table");
-    if (!table) return;
-    const text = document.getElementById("filter-text").value.trim().toLowerCase();
-    const status = document.getElementById("filter-status").value;
-    const onlyFindings = document.getElementById("filter-findings").checked;
-    let shown = 0;
-    Array.from(table.tBodies[0].rows).forEach((row) => {
-      const ok = (!text || row.textContent.toLowerCase().includes(text) || row.dataset.site.includes(text))
-        && (!status || row.dataset.status === status)
-        && (!onlyFindings || Number(row.cells[2].dataset.value) > 0);
-      row.hidden = !ok;
-      if (ok) shown += 1;
-    });
-    table.dataset.shown = String(shown);
+    if (table) {
+      let shown = 0;
+      Array.from(table.tBodies[0].rows).forEach((row) => {
+        const ok = matches(f, `${row.textContent} ${row.dataset.site}`, row.dataset.status,
+          Number(row.cells[2].dataset.value));
+        row.hidden = !ok;
+        if (ok) shown += 1;
+      });
+      table.dataset.shown = String(shown);
+    }
+    if (siteMap) siteMap.filter((s) => matches(f, `${s.name} ${s.address} ${s.id}`, s.status, s.open_findings));
   }
 
   function bindTable(root) {
@@ -64,32 +79,6 @@
     document.getElementById(id).addEventListener("change", applyFilter);
   });
   after(panels);
-
-  // The map: sites at their coordinates (no tile server needed), coloured by status.
-  const canvas = document.getElementById("site-map");
-  if (canvas) {
-    const sites = JSON.parse(document.getElementById("map-data").textContent);
-    const colour = { ok: "#2f9e44", attention: "#e67700", problem: "#c92a2a", unknown: "#868e96" };
-    const meanLat = sites.reduce((s, p) => s + p.lat, 0) / Math.max(1, sites.length);
-    const kx = Math.cos(meanLat * Math.PI / 180); // equirectangular: keep distances honest
-    const chart = new Chart(canvas, {
-      type: "scatter",
-      data: { datasets: [{ data: sites.map((s) => ({ x: s.lon * kx, y: s.lat, site: s })),
-        pointRadius: 8, pointHoverRadius: 10,
-        pointBackgroundColor: sites.map((s) => colour[s.status] || "#868e96") }] },
-      options: {
-        animation: false, maintainAspectRatio: false,
-        scales: { x: { display: false, grace: "10%" }, y: { display: false, grace: "10%" } },
-        plugins: { legend: { display: false },
-          tooltip: { callbacks: { label: (ctx) => `${ctx.raw.site.name}: ${ctx.raw.site.status}` } } },
-        onClick: (_e, items) => {
-          if (items.length) window.location.href = `/site/${sites[items[0].index].id}`;
-        },
-      },
-    });
-    canvas.dataset.points = String(sites.length);
-    window.SW.map = chart;
-  }
 
   SW.live(`/console/${jurisdiction}/events`, { panels: (html) => SW.replacePanels(panels, html, after) });
 })();
