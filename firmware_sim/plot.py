@@ -19,9 +19,9 @@ import matplotlib.pyplot as plt
 
 from firmware_sim.offline import run_offline
 from firmware_sim.scenario import load_scenario
-from gateway.settings import REPO_DIR
 
-DEFAULT_DIR = REPO_DIR / "docs" / "img" / "scenarios"
+# The checkout's docs (plots are drawn from a source tree, not an installed wheel).
+DEFAULT_DIR = Path(__file__).resolve().parent.parent / "docs" / "img" / "scenarios"
 _COLOURS = {
     "sanitary_discharge": "tab:purple",
     "icing_risk": "tab:cyan",

@@ -11,6 +11,7 @@ from gateway import __version__
 from gateway.accounts.access import access_control
 from gateway.accounts.setup import install_accounts, open_accounts
 from gateway.api.routes import alerts, deadletters, findings, health, sites
+from gateway.problems import install_error_handlers
 from gateway.reports import routes as report_routes
 from gateway.runtime import run_gateway
 from gateway.settings import Settings
@@ -24,8 +25,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with run_gateway(settings) as runtime:
-            app.state.runtime = runtime
-            await open_accounts(app, runtime, settings)
+            app.state.runtime = runtime  # for tests and tools; routes read services
+            app.state.services = runtime.services
+            await open_accounts(app, runtime.services, settings)
             yield
 
     app = FastAPI(
@@ -41,4 +43,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     install_accounts(app)
     install_web(app)
+    install_error_handlers(app)
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -22,10 +23,11 @@ from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline
 from gateway.registry import SiteRegistry, load_registry
 from gateway.reports.schedule import run_report_schedule
-from gateway.reports.sources import sources_from_runtime
+from gateway.reports.sources import sources_from_services
 from gateway.rules.engine import RulesEngine
 from gateway.rules.pack import RulePack, load_packs
 from gateway.rules.repository import FindingRepository
+from gateway.services import Ingest, Services
 from gateway.settings import Settings
 from gateway.store.base import TimeSeriesStore
 from gateway.store.database import SqliteDatabase
@@ -61,6 +63,23 @@ class Runtime:
     def writer(self) -> BatchWriter:
         """The batching writer."""
         return self.pipeline.writer
+
+    @functools.cached_property
+    def services(self) -> Services:
+        """What the edges may use (routes get it through ``ServicesDep``)."""
+        return Services(
+            settings=self.settings,
+            registry=self.registry,
+            packs=self.packs,
+            store=self.store,
+            db=self.db,
+            findings=self.findings,
+            alerts=self.alerts,
+            state=self.state,
+            metrics=self.metrics,
+            ingest=Ingest(self.source, self.pipeline),
+            started_at=self.started_at,
+        )
 
 
 def _own_sites(settings: Settings, registry: SiteRegistry) -> SiteRegistry:
@@ -189,7 +208,9 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             if settings.report_schedule:
                 tasks.append(
                     tg.create_task(
-                        run_report_schedule(sources_from_runtime(runtime), settings.reports_folder),
+                        run_report_schedule(
+                            sources_from_services(runtime.services), settings.reports_folder
+                        ),
                         name="report-schedule",
                     )
                 )

@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -16,9 +15,15 @@ from alerts import AlertManager, AlertsConfig
 from alerts.models import DeliveryResult, OutgoingMessage
 from gateway.api.routes.alerts import router
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
+from gateway.problems import install_error_handlers
 from gateway.registry.models import Contact, NodeConfig, SiteConfig, SiteRegistry
+from gateway.rules.pack import load_packs
+from gateway.rules.repository import FindingRepository
+from gateway.services import Services
 from gateway.settings import Settings
 from gateway.store.database import SqliteDatabase
+from gateway.store.deadletters import StateRepository
+from gateway.store.sqlite import SqliteStore
 
 T0 = datetime(2026, 2, 1, 15, 0, tzinfo=UTC)
 
@@ -92,10 +97,18 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     await manager.open()
     app = FastAPI()
     app.include_router(router)
+    install_error_handlers(app)
     settings = Settings(_env_file=None)  # auth off: every request is an administrator
     app.state.settings = settings
-    app.state.runtime = SimpleNamespace(
-        alerts=manager, db=db, registry=manager.registry, settings=settings
+    app.state.services = Services(
+        settings=settings,
+        registry=manager.registry,
+        packs=load_packs(),
+        store=SqliteStore(db),
+        db=db,
+        findings=FindingRepository(db),
+        alerts=manager,
+        state=StateRepository(db),
     )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
