@@ -125,7 +125,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             batch_max=settings.batch_max,
             interval_s=settings.batch_interval_s,
             # `source` is bound below; the writer acks only after it is running.
-            ack=lambda tokens: source.ack(tokens),
+            ack=lambda tokens: source.ack(tokens),  # noqa: PLW0108 (late binding, see above)
         )
         publisher = None
         if alerts_config.mqtt.enabled:
