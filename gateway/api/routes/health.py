@@ -43,7 +43,6 @@ async def health(services: ServicesDep, response: Response) -> HealthPublic:
 @router.get("/metrics", response_class=Response)
 async def metrics(services: ServicesDep) -> Response:
     """Prometheus text format."""
-    stats = getattr(services.store, "stats", None)
-    if stats is not None:  # InfluxDB store: spool size, spool_full, influx_up, ...
-        services.metrics.extra_gauges = {f"store_{k}": v for k, v in stats().items()}
+    # InfluxDB store: spool size, spool_full, influx_up, ...; SQLite has none.
+    services.metrics.extra_gauges = {f"store_{k}": v for k, v in services.store.stats().items()}
     return Response(services.metrics.render(), media_type=CONTENT_TYPE_LATEST)
