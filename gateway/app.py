@@ -11,7 +11,6 @@ from gateway import __version__
 from gateway.accounts.access import access_control
 from gateway.accounts.setup import install_accounts, open_accounts
 from gateway.api.routes import alerts, deadletters, findings, health, sites
-from gateway.problems import install_error_handlers
 from gateway.reports import routes as report_routes
 from gateway.runtime import run_gateway
 from gateway.settings import Settings
@@ -43,5 +42,4 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     install_accounts(app)
     install_web(app)
-    install_error_handlers(app)
     return app

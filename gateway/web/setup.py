@@ -11,7 +11,9 @@ from gateway.web import routes
 
 
 def install_web(app: FastAPI) -> None:
-    """Mount ``/static`` and add the page routes and HTML error pages."""
+    """Mount ``/static``, add the page routes, and install the app's one set of
+    exception handlers (:mod:`gateway.problems`: domain errors and HTTP errors, as
+    HTML pages for people and JSON for programs)."""
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(routes.router)
     app.include_router(routes.api)
