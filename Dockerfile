@@ -6,6 +6,8 @@ ARG PYTHON_VERSION=3.12
 FROM python:${PYTHON_VERSION}-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+# gateway/examples links to the example files here; the wheel copies their contents.
+COPY deploy ./deploy
 COPY gateway ./gateway
 COPY alerts ./alerts
 COPY firmware_sim ./firmware_sim

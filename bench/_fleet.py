@@ -180,7 +180,7 @@ def machine_facts() -> dict[str, str]:
         pass
     try:
         mosq = subprocess.run(
-            ["/usr/sbin/mosquitto", "-h"], capture_output=True, text=True, timeout=5
+            ["/usr/sbin/mosquitto", "-h"], capture_output=True, text=True, timeout=5, check=False
         ).stdout.splitlines()[0]
     except (OSError, IndexError, subprocess.SubprocessError):
         mosq = "?"

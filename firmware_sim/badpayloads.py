@@ -102,32 +102,46 @@ def corrupt(
             continue
         ready = [m for n, m in held if n <= 0]
         held = [(n - 1, m) for n, m in held if n > 0]
-        kind: str | None = None
+        out: list[tuple[Message, str | None]]
         if msg.topic in skew:
-            # The node's clock stays wrong for a run of its messages.
-            left, seconds, kind = skew.pop(msg.topic)
-            if left > 1:
-                skew[msg.topic] = (left - 1, seconds, kind)
-            shifted = _edit(msg.payload, lambda d, s=seconds: _shift_ts(d, s))
-            yield emit(replace(msg, payload=shifted), kind)
+            out = [_skew_on(msg, skew)]
         else:
-            if rng.random() < cfg.rate:
-                kind = rng.choice(cfg.kinds)
-            if kind == "out_of_order":
-                held.append((rng.randint(1, cfg.max_delay_messages), msg))
-            elif kind in ("clock_skew_future", "clock_skew_past"):
-                seconds = cfg.skew_future_s if kind == "clock_skew_future" else -cfg.skew_past_s
-                skew[msg.topic] = (SKEW_RUN - 1, seconds, kind)
-                shifted = _edit(msg.payload, lambda d, s=seconds: _shift_ts(d, s))
-                yield emit(replace(msg, payload=shifted), kind)
-            elif kind == "duplicate":
-                yield emit(msg, None)
-                yield emit(msg, kind)
-            elif kind is not None:
-                yield emit(replace(msg, payload=_garble(kind, msg.payload)), kind)
-            else:
-                yield emit(msg, None)
+            kind = rng.choice(cfg.kinds) if rng.random() < cfg.rate else None
+            out = _break(msg, kind, cfg, rng, held, skew)
+        for broken, why in out:
+            yield emit(broken, why)
         for late in ready:
             yield emit(late, "out_of_order")
     for _, late in held:
         yield emit(late, "out_of_order")
+
+
+def _skew_on(msg: Message, skew: dict[str, tuple[int, float, str]]) -> tuple[Message, str]:
+    """The node's clock stays wrong for a run of its messages."""
+    left, seconds, kind = skew.pop(msg.topic)
+    if left > 1:
+        skew[msg.topic] = (left - 1, seconds, kind)
+    return replace(msg, payload=_edit(msg.payload, lambda d: _shift_ts(d, seconds))), kind
+
+
+def _break(
+    msg: Message,
+    kind: str | None,
+    cfg: BadPayloadsModel,
+    rng: random.Random,
+    held: list[tuple[int, Message]],
+    skew: dict[str, tuple[int, float, str]],
+) -> list[tuple[Message, str | None]]:
+    """What to emit now for ``msg`` broken as ``kind`` (held ones come out later)."""
+    if kind == "out_of_order":
+        held.append((rng.randint(1, cfg.max_delay_messages), msg))
+        return []
+    if kind in ("clock_skew_future", "clock_skew_past"):
+        seconds = cfg.skew_future_s if kind == "clock_skew_future" else -cfg.skew_past_s
+        skew[msg.topic] = (SKEW_RUN - 1, seconds, kind)
+        return [(replace(msg, payload=_edit(msg.payload, lambda d: _shift_ts(d, seconds))), kind)]
+    if kind == "duplicate":
+        return [(msg, None), (msg, kind)]
+    if kind is not None:
+        return [(replace(msg, payload=_garble(kind, msg.payload)), kind)]
+    return [(msg, None)]

@@ -289,31 +289,49 @@ class HomeSim:
         filling = (not self.diverted) and self.line_l < self.indoor_volume_l - 1e-9
         net = q_in + q_back - q_pump
         rate = net * 1000.0 / 60.0 / self.area_cm2  # cm/s
-        limit = remaining
-        if rate < 0:
-            targets = [pit.intake_cm]
-            if self.motor_on and not stuck:
-                targets.append(pit.pump_off_cm)
-            if self.backup_on and self.backup is not None:
-                targets.append(self.model.pump.backup_off_cm)
-            for mark in targets:
-                if self.level_cm > mark + EPS_CM:
-                    limit = min(limit, (self.level_cm - mark) / -rate)
-        elif rate > 0:
-            targets = [pit.depth_cm]
-            if not self.motor_on:
-                targets.append(pit.pump_on_cm)
-            if self.backup is not None and not self.backup_on:
-                targets.append(self.model.pump.backup_on_cm)
-            for mark in targets:
-                if self.level_cm < mark - EPS_CM:
-                    limit = min(limit, (mark - self.level_cm) / rate)
+        limit = self._time_to_next_mark(rate, remaining, stuck)
         if filling and q_pump > 0:
             limit = min(limit, (self.indoor_volume_l - self.line_l) / q_pump * 60.0)
         if q_back > 0:
             limit = min(limit, self.backflow_left_l / q_back * 60.0)
         limit = max(limit, 1e-6)
-        minutes = limit / 60.0
+        self._move_water(limit / 60.0, q_in, q_back, q_pump, filling=filling)
+        level = self.level_cm + rate * limit
+        if level > pit.depth_cm:
+            c.overflow_l += (level - pit.depth_cm) * self.area_cm2 / 1000.0
+            level = pit.depth_cm
+        self.level_cm = max(level, 0.0)
+        return limit
+
+    def _time_to_next_mark(self, rate: float, remaining: float, stuck: bool) -> float:
+        """Seconds until the level reaches the next switch point or the pit's limits
+        at ``rate`` (cm/s), at most ``remaining``."""
+        pit = self.model.pit
+        pump = self.model.pump
+        if rate < 0:
+            targets = [pit.intake_cm]
+            if self.motor_on and not stuck:
+                targets.append(pit.pump_off_cm)
+            if self.backup_on and self.backup is not None:
+                targets.append(pump.backup_off_cm)
+            gaps = [(self.level_cm - m) / -rate for m in targets if self.level_cm > m + EPS_CM]
+        elif rate > 0:
+            targets = [pit.depth_cm]
+            if not self.motor_on:
+                targets.append(pit.pump_on_cm)
+            if self.backup is not None and not self.backup_on:
+                targets.append(pump.backup_on_cm)
+            gaps = [(m - self.level_cm) / rate for m in targets if self.level_cm < m - EPS_CM]
+        else:
+            gaps = []
+        return min([remaining, *gaps])
+
+    def _move_water(
+        self, minutes: float, q_in: float, q_back: float, q_pump: float, *, filling: bool
+    ) -> None:
+        """Count ``minutes`` of inflow, backflow and pumping, and route what was pumped:
+        diverted, into the indoor line while it fills, or out of the outlet."""
+        c = self.counters
         c.inflow_l += q_in * minutes
         c.backflow_l += q_back * minutes
         c.pumped_l += q_pump * minutes
@@ -327,12 +345,6 @@ class HomeSim:
             self.line_l = min(self.indoor_volume_l, self.line_l + moved)
         else:
             c.outlet_l += moved
-        level = self.level_cm + rate * limit
-        if level > pit.depth_cm:
-            c.overflow_l += (level - pit.depth_cm) * self.area_cm2 / 1000.0
-            level = pit.depth_cm
-        self.level_cm = max(level, 0.0)
-        return limit
 
     def _inflow(self, weather: Weather, dt_s: float) -> None:
         """Drain tile inflow from two linear reservoirs fed by rain and snowmelt."""

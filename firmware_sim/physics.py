@@ -92,7 +92,10 @@ class Pipe:
         if flow_lpm <= 0:
             return 0.0
         q = flow_lpm / 60000.0  # m³/s
-        friction = 10.67 * self.length_m * q**1.852 / (self.c**1.852 * self.inside_diameter_m**4.87)
+        # float ** float is typed Any (it may be complex); these bases are positive.
+        friction = float(
+            10.67 * self.length_m * q**1.852 / (self.c**1.852 * self.inside_diameter_m**4.87)
+        )
         velocity = q / self.area_m2
         return friction + self.minor_loss_k * velocity**2 / (2 * G)
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,9 @@ import matplotlib.pyplot as plt
 
 from firmware_sim.offline import run_offline
 from firmware_sim.scenario import load_scenario
-from gateway.settings import REPO_DIR
 
-DEFAULT_DIR = REPO_DIR / "docs" / "img" / "scenarios"
+# The checkout's docs (plots are drawn from a source tree, not an installed wheel).
+DEFAULT_DIR = Path(__file__).resolve().parent.parent / "docs" / "img" / "scenarios"
 _COLOURS = {
     "sanitary_discharge": "tab:purple",
     "icing_risk": "tab:cyan",
@@ -50,8 +51,37 @@ def plot_scenario(scenario: str, path: Path, *, seed: int = 1, site_id: str | No
     """Run ``scenario`` offline and plot one home's level, pump, flow, pressure and temperatures."""
     site = site_id or pick_home(scenario)
     run = run_offline(scenario, seed=seed)
+    series = _telemetry_series(run.messages, site)
+    model = load_scenario(scenario)
+    home = next((h for h in model.home if h.id == site), model.home[0])
+
+    fig, axes = plt.subplots(5, 1, figsize=(11, 11), sharex=True)
+    _draw_panels(axes, series)
+    for mark, colour in (
+        (home.pit.pump_on_cm, "green"),
+        (home.pit.pump_off_cm, "black"),
+        (home.pit.alarm_cm, "red"),
+    ):
+        axes[0].axhline(mark, color=colour, linestyle=":", linewidth=0.8)
+    axes[4].axhline(0.0, color="black", linestyle=":", linewidth=0.8)
+    truth = next(h for h in run.labels["homes"] if h["site_id"] == site)
+    _shade_conditions(axes, truth["conditions"])
+    axes[-1].xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))
+    axes[-1].set_xlabel("UTC")
+    fig.suptitle(f"{scenario} — home {site} (seed {seed})")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _telemetry_series(
+    messages: Iterable[tuple[str, bytes]], site: str
+) -> dict[str, list[tuple[datetime, Any]]]:
+    """Each field of one home's telemetry as time-sorted (time, value) points."""
     series: dict[str, list[tuple[datetime, Any]]] = {}
-    for topic, payload in run.messages:
+    for topic, payload in messages:
         if not topic.endswith("/telemetry") or f"/{site}/" not in topic:
             continue
         try:
@@ -64,10 +94,10 @@ def plot_scenario(scenario: str, path: Path, *, seed: int = 1, site_id: str | No
             series.setdefault(name, []).append((when, value))
     for values in series.values():
         values.sort(key=lambda p: p[0])
-    model = load_scenario(scenario)
-    home = next((h for h in model.home if h.id == site), model.home[0])
+    return series
 
-    fig, axes = plt.subplots(5, 1, figsize=(11, 11), sharex=True)
+
+def _draw_panels(axes: Any, series: dict[str, list[tuple[datetime, Any]]]) -> None:
     panels: list[tuple[Any, list[str], str]] = [
         (axes[0], ["level_cm"], "level (cm)"),
         (axes[1], ["pump_on", "backup_pump_on"], "pump on"),
@@ -88,16 +118,12 @@ def plot_scenario(scenario: str, path: Path, *, seed: int = 1, site_id: str | No
         ax.grid(alpha=0.3)
         if len(names) > 1:
             ax.legend(loc="upper right", fontsize=8)
-    for mark, colour in (
-        (home.pit.pump_on_cm, "green"),
-        (home.pit.pump_off_cm, "black"),
-        (home.pit.alarm_cm, "red"),
-    ):
-        axes[0].axhline(mark, color=colour, linestyle=":", linewidth=0.8)
-    axes[4].axhline(0.0, color="black", linestyle=":", linewidth=0.8)
-    truth = next(h for h in run.labels["homes"] if h["site_id"] == site)
+
+
+def _shade_conditions(axes: Any, conditions: list[dict[str, Any]]) -> None:
+    """The true conditions of the home as coloured spans, with a legend."""
     seen: set[str] = set()
-    for c in truth["conditions"]:
+    for c in conditions:
         colour = _COLOURS.get(c["condition"], "tab:pink")
         for ax in axes:
             ax.axvspan(_time(c["start"]), _time(c["end"]), color=colour, alpha=0.12)
@@ -106,14 +132,6 @@ def plot_scenario(scenario: str, path: Path, *, seed: int = 1, site_id: str | No
             axes[0].plot([], [], color=colour, linewidth=6, alpha=0.3, label=c["condition"])
     if seen:
         axes[0].legend(loc="upper right", fontsize=8, title="true conditions")
-    axes[-1].xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))
-    axes[-1].set_xlabel("UTC")
-    fig.suptitle(f"{scenario} — home {site} (seed {seed})")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
 
 
 def main() -> None:

@@ -25,8 +25,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with run_gateway(settings) as runtime:
-            app.state.runtime = runtime
-            await open_accounts(app, runtime, settings)
+            app.state.runtime = runtime  # for tests and tools; routes read services
+            app.state.services = runtime.services
+            await open_accounts(app, runtime.services, settings)
             yield
 
     app = FastAPI(

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.errors import BrokerError
-from gateway.settings import REPO_DIR
+from gateway.examples import MOSQUITTO_CONF
 
-SHIPPED_CONF = REPO_DIR / "deploy" / "mosquitto" / "mosquitto.conf"
+SHIPPED_CONF = MOSQUITTO_CONF
 _REPLACED = (
     "listener",
     "persistence_location",

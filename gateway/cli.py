@@ -18,6 +18,7 @@ from rich.console import Console
 from firmware_sim.cli import plot as plot_scenario
 from firmware_sim.cli import simulate
 from gateway.accounts.cli import user_app
+from gateway.examples import EXAMPLE_SITES, EXAMPLE_USERS
 from gateway.provision import provision
 from gateway.reports.cli import report_app
 from gateway.rules import cli as rules_cli
@@ -99,12 +100,8 @@ def demo(
     data_dir: Annotated[Path, typer.Option(help="Where the demo keeps its data")] = Path(
         "data/demo"
     ),
-    sites: Annotated[Path, typer.Option(help="Site registry")] = REPO_DIR
-    / "deploy"
-    / "sites.example.toml",
-    users: Annotated[Path, typer.Option(help="Demo accounts to create")] = REPO_DIR
-    / "deploy"
-    / "users.example.toml",
+    sites: Annotated[Path, typer.Option(help="Site registry")] = EXAMPLE_SITES,
+    users: Annotated[Path, typer.Option(help="Demo accounts to create")] = EXAMPLE_USERS,
     embedded_broker: Annotated[
         bool, typer.Option(help="Use the embedded amqtt broker even if Mosquitto is installed")
     ] = False,

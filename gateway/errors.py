@@ -38,3 +38,7 @@ class NotFound(SumpWatchError):
 
 class BrokerError(SumpWatchError):
     """The MQTT broker could not be reached or refused us."""
+
+
+class NotEnabled(SumpWatchError):
+    """A part of the gateway this request needs is not running here (e.g. alerting)."""

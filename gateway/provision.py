@@ -28,8 +28,8 @@ import typer
 
 from gateway.contract import ID_RE, status_topic, telemetry_topic
 from gateway.errors import ConfigError
+from gateway.examples import EXAMPLE_SITES
 from gateway.registry import load_registry
-from gateway.settings import REPO_DIR
 
 #: PBKDF2 rounds. mosquitto_passwd uses 101; Mosquitto reads the count from each
 #: entry, and 1,000 costs the broker ~1 ms per CONNECT.
@@ -193,9 +193,7 @@ def provision(
     passwd_file: Annotated[
         Path, typer.Option("--passwd-file", help="Mosquitto password file to update")
     ] = Path("deploy/mosquitto/passwd"),
-    sites: Annotated[Path, typer.Option(help="Site registry (TOML)")] = REPO_DIR
-    / "deploy"
-    / "sites.example.toml",
+    sites: Annotated[Path, typer.Option(help="Site registry (TOML)")] = EXAMPLE_SITES,
     host: Annotated[str, typer.Option(help="Broker host name the node connects to")] = (
         "127.0.0.1"
     ),

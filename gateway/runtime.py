@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from typing import Any
 
 from alerts import AlertManager
 from alerts.channels.mqtt import MqttPublisher
-from alerts.config import load_alerts_config
+from alerts.config import AlertsConfig, load_alerts_config
 from gateway.domain import Finding, FindingEvent
 from gateway.errors import ConfigError, StoreError
 from gateway.homeassistant import HomeAssistantBridge
@@ -23,9 +24,10 @@ from gateway.metrics import Metrics
 from gateway.pipeline import FindingSink, Pipeline
 from gateway.registry import SiteRegistry, load_registry
 from gateway.reports.schedule import run_report_schedule
-from gateway.reports.sources import sources_from_runtime
+from gateway.reports.sources import sources_from_services
 from gateway.rules.engine import RulesEngine
 from gateway.rules.pack import DEFAULT_SEASON_START, RulePack, load_packs
+from gateway.services import Ingest, Services
 from gateway.settings import Settings
 from gateway.state.database import SqliteDatabase
 from gateway.state.deadletters import StateRepository
@@ -73,6 +75,23 @@ class Runtime:
     def writer(self) -> BatchWriter:
         """The batching writer."""
         return self.pipeline.writer
+
+    @functools.cached_property
+    def services(self) -> Services:
+        """What the edges may use (routes get it through ``ServicesDep``)."""
+        return Services(
+            settings=self.settings,
+            registry=self.registry,
+            packs=self.packs,
+            store=self.store,
+            db=self.db,
+            findings=self.findings,
+            alerts=self.alerts,
+            state=self.state,
+            metrics=self.metrics,
+            ingest=Ingest(self.source, self.pipeline),
+            started_at=self.started_at,
+        )
 
 
 def _own_sites(settings: Settings, registry: SiteRegistry) -> SiteRegistry:
@@ -137,6 +156,82 @@ def _home_assistant(settings: Settings, registry: SiteRegistry) -> HomeAssistant
     )
 
 
+async def _alert_publisher(
+    settings: Settings, enabled: bool, stack: contextlib.AsyncExitStack
+) -> MqttPublisher | None:
+    """The retained alert-state publisher, when the alert routing turns MQTT on."""
+    if not enabled:
+        return None
+    return await stack.enter_async_context(
+        MqttPublisher(
+            settings.mqtt_host,
+            settings.mqtt_port,
+            client_id=f"{settings.mqtt_client_id}-alerts",
+            username=settings.mqtt_username,
+            password=settings.mqtt_password.get_secret_value() if settings.mqtt_password else None,
+            tls_context=tls_context(settings),
+        )
+    )
+
+
+def _alert_manager(
+    db: SqliteDatabase,
+    registry: SiteRegistry,
+    config: AlertsConfig,
+    publisher: MqttPublisher | None,
+    packs: dict[str, RulePack],
+) -> AlertManager:
+    """The alert manager, with each pack's grace periods and winter season."""
+
+    def grace_period(jurisdiction: str, rule_id: str) -> timedelta | None:
+        pack = packs.get(jurisdiction)
+        return pack.grace_period(rule_id) if pack is not None else None
+
+    return AlertManager(
+        db=db,
+        registry=registry,
+        config=config,
+        mqtt=publisher,
+        grace_period=grace_period,
+        season_start=lambda jurisdiction: (
+            packs[jurisdiction].season.start if jurisdiction in packs else DEFAULT_SEASON_START
+        ),
+    )
+
+
+def _finding_sinks(
+    findings: FindingRepository,
+    alerts: AlertManager,
+    store: TimeSeriesStore,
+    state: StateRepository,
+    packs: dict[str, RulePack],
+    registry: SiteRegistry,
+    ha: HomeAssistantBridge | None,
+) -> list[FindingSink]:
+    """Where finding events go, in order: the repository (with frozen snapshots), the
+    alert manager, the time-series store, and Home Assistant when it is on."""
+
+    async def record_findings(events: list[FindingEvent]) -> None:
+        # Gather context only for the events that freeze a snapshot (rare).
+        due = events_to_snapshot(events, await findings.levels([e.finding.id for e in events]))
+        contexts = {
+            e.finding.id: await snapshot_context(
+                e.finding, store=store, state=state, packs=packs, registry=registry
+            )
+            for e in due
+        }
+        await findings.apply(events, contexts)
+
+    async def copy_to_store(events: list[FindingEvent]) -> None:
+        # InfluxDB keeps a finding series for Grafana; SQLite ignores this.
+        await store.write_events(findings=events)
+
+    sinks: list[FindingSink] = [record_findings, alerts.on_events, copy_to_store]
+    if ha is not None:
+        sinks.append(ha.on_events)
+    return sinks
+
+
 @contextlib.asynccontextmanager
 async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
     """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
@@ -171,39 +266,10 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             batch_max=settings.batch_max,
             interval_s=settings.batch_interval_s,
             # `source` is bound below; the writer acks only after it is running.
-            ack=lambda tokens: source.ack(tokens),
+            ack=lambda tokens: source.ack(tokens),  # noqa: PLW0108 (late binding, see above)
         )
-        publisher = None
-        if alerts_config.mqtt.enabled:
-            publisher = await stack.enter_async_context(
-                MqttPublisher(
-                    settings.mqtt_host,
-                    settings.mqtt_port,
-                    client_id=f"{settings.mqtt_client_id}-alerts",
-                    username=settings.mqtt_username,
-                    password=(
-                        settings.mqtt_password.get_secret_value()
-                        if settings.mqtt_password
-                        else None
-                    ),
-                    tls_context=tls_context(settings),
-                )
-            )
-
-        def grace_period(jurisdiction: str, rule_id: str) -> timedelta | None:
-            pack = packs.get(jurisdiction)
-            return pack.grace_period(rule_id) if pack is not None else None
-
-        alerts = AlertManager(
-            db=db,
-            registry=registry,
-            config=alerts_config,
-            mqtt=publisher,
-            grace_period=grace_period,
-            season_start=lambda jurisdiction: (
-                packs[jurisdiction].season.start if jurisdiction in packs else DEFAULT_SEASON_START
-            ),
-        )
+        publisher = await _alert_publisher(settings, alerts_config.mqtt.enabled, stack)
+        alerts = _alert_manager(db, registry, alerts_config, publisher, packs)
         await alerts.open()
         stack.push_async_callback(alerts.close)
         findings = FindingRepository(db)
@@ -214,28 +280,10 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         # Continue what was open before a restart instead of raising it again.
         engine.restore(await findings.open_findings())
 
-        async def record_findings(events: list[FindingEvent]) -> None:
-            # Gather context only for the events that freeze a snapshot (rare).
-            due = events_to_snapshot(events, await findings.levels([e.finding.id for e in events]))
-            contexts = {
-                e.finding.id: await snapshot_context(
-                    e.finding, store=store, state=state, packs=packs, registry=registry
-                )
-                for e in due
-            }
-            await findings.apply(events, contexts)
-
         ha = _home_assistant(settings, registry)
         if ha is not None:
             ha.restore((f.site_id, f.rule_id) for f in engine.open_findings())
-
-        async def copy_to_store(events: list[FindingEvent]) -> None:
-            # InfluxDB keeps a finding series for Grafana; SQLite ignores this.
-            await store.write_events(findings=events)
-
-        sinks: list[FindingSink] = [record_findings, alerts.on_events, copy_to_store]
-        if ha is not None:
-            sinks.append(ha.on_events)
+        sinks = _finding_sinks(findings, alerts, store, state, packs, registry, ha)
         pipeline = Pipeline(
             validator,
             writer,
@@ -279,7 +327,9 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             if settings.report_schedule:
                 tasks.append(
                     tg.create_task(
-                        run_report_schedule(sources_from_runtime(runtime), settings.reports_folder),
+                        run_report_schedule(
+                            sources_from_services(runtime.services), settings.reports_folder
+                        ),
                         name="report-schedule",
                     )
                 )

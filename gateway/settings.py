@@ -11,6 +11,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.errors import ConfigError
+from gateway.examples import EXAMPLE_SITES
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_DIR = PACKAGE_DIR.parent
@@ -25,9 +26,7 @@ class Settings(BaseSettings):
 
     # Where state lives.
     data_dir: Path = Field(Path("data"), description="Folder for the SQLite store and spools")
-    sites_file: Path = Field(
-        REPO_DIR / "deploy" / "sites.example.toml", description="Site registry (TOML)"
-    )
+    sites_file: Path = Field(EXAMPLE_SITES, description="Site registry (TOML)")
     rule_packs_dir: Path | None = Field(None, description="Extra rule packs (TOML) folder")
 
     # MQTT

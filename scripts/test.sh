@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite, with its own set-up (system packages, venv). Extra
+# The whole test suite, with its own set-up (system packages, venv): first the
+# static checks (import layers, lint, format, strict types), then pytest. Extra
 # arguments go to pytest, e.g. scripts/test.sh -k ingest -x
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --system --python --esphome
+.venv/bin/lint-imports --no-cache
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

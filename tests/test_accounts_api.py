@@ -45,8 +45,9 @@ def _route_templates(live: LiveApp) -> list[tuple[str, str]]:
 def _routes(live: LiveApp) -> list[tuple[str, str]]:
     """(method, concrete path) of every route, path parameters filled in."""
     out = []
-    for method, path in _route_templates(live):
-        for name in re.findall(r"{(\w+)}", path):
+    for method, template in _route_templates(live):
+        path = template
+        for name in re.findall(r"{(\w+)}", template):
             path = path.replace("{" + name + "}", SAMPLE_PARAMS.get(name, "x"))
         out.append((method, path))
     return out

@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -16,9 +15,16 @@ from alerts import AlertManager, AlertsConfig
 from alerts.models import DeliveryResult, OutgoingMessage
 from gateway.api.routes.alerts import router
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
+from gateway.problems import install_error_handlers
 from gateway.registry.models import Contact, NodeConfig, SiteConfig, SiteRegistry
+from gateway.rules.pack import load_packs
+from gateway.services import Services
 from gateway.settings import Settings
 from gateway.state.database import SqliteDatabase
+from gateway.state.deadletters import StateRepository
+from gateway.state.findings import FindingRepository
+from gateway.store.sqlite import SqliteStore
+from gateway.web.routes import router as page_router
 
 T0 = datetime(2026, 2, 1, 15, 0, tzinfo=UTC)
 
@@ -92,10 +98,19 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     await manager.open()
     app = FastAPI()
     app.include_router(router)
+    app.include_router(page_router)  # the page forms act through the same service
+    install_error_handlers(app)
     settings = Settings(_env_file=None)  # auth off: every request is an administrator
     app.state.settings = settings
-    app.state.runtime = SimpleNamespace(
-        alerts=manager, db=db, registry=manager.registry, settings=settings
+    app.state.services = Services(
+        settings=settings,
+        registry=manager.registry,
+        packs=load_packs(),
+        store=SqliteStore(db),
+        db=db,
+        findings=FindingRepository(db),
+        alerts=manager,
+        state=StateRepository(db),
     )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
@@ -193,3 +208,29 @@ async def test_the_delivery_log_shows_each_attempt_and_its_result(api: Api) -> N
     assert {d["alert_id"] for d in everything} == {
         a["id"] for a in (await api.client.get("/alerts")).json()
     }
+
+
+async def test_the_page_form_and_the_api_act_through_one_alert_service(api: Api) -> None:
+    await seed(api)
+    (alert,) = (await api.client.get("/alerts?site=elm-12")).json()
+    form = await api.client.post(
+        f"/ui/alerts/{alert['id']}/ack",
+        data={"note": "", "back": "/"},
+        headers={"Accept": "application/json"},
+    )
+    assert form.json() == {"id": alert["id"], "state": "acknowledged", "assignee": None}
+    assert (await api.client.get(f"/alerts/{alert['id']}")).json()["ack_note"] is None
+    assert (
+        await api.client.post(f"/alerts/{alert['id']}/ack", json={"by": "x"})
+    ).status_code == 409
+    again = await api.client.post(
+        f"/ui/alerts/{alert['id']}/ack", data={"note": "x"}, headers={"Accept": "text/html"}
+    )
+    assert again.status_code == 409 and "Reload the page" in again.text
+
+
+async def test_a_page_form_for_an_unknown_alert_is_404(api: Api) -> None:
+    response = await api.client.post(
+        "/ui/alerts/nope/resolve", data={"note": "x"}, headers={"Accept": "application/json"}
+    )
+    assert response.status_code == 404

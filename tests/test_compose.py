@@ -22,7 +22,7 @@ COMPOSE_FILE = REPO_DIR / "docker-compose.yml"
 ENV_EXAMPLE = REPO_DIR / ".env.example"
 DOCKERFILE = REPO_DIR / "Dockerfile"
 MOSQUITTO_CONF = REPO_DIR / "deploy" / "mosquitto" / "mosquitto.conf"
-GRAFANA = REPO_DIR / "dashboards" / "grafana" / "provisioning"
+GRAFANA = REPO_DIR / "deploy" / "grafana" / "provisioning"
 
 _VAR = re.compile(r"\$\{([A-Z0-9_]+)(?::?([-?])([^}]*))?\}")
 

@@ -33,6 +33,7 @@ from tests.influx_fixture import InfluxServer, pit_series, reading
 influxd = influx_fixture.influxd
 
 GRAFANA = REPO_DIR / "dashboards" / "grafana"
+PROVISIONING = REPO_DIR / "deploy" / "grafana" / "provisioning"
 DASHBOARDS = sorted((GRAFANA / "dashboards").glob("*.json"))
 DATASOURCE_UID = "sumpwatch-influx"
 SITE = "elm-12"
@@ -177,15 +178,11 @@ def test_the_reference_check_catches_a_misspelt_field() -> None:
 
 
 def test_the_provisioned_datasource_is_the_one_the_dashboards_use() -> None:
-    provisioning = yaml.safe_load(
-        (GRAFANA / "provisioning" / "datasources" / "sumpwatch.yaml").read_text()
-    )
+    provisioning = yaml.safe_load((PROVISIONING / "datasources" / "sumpwatch.yaml").read_text())
     (source,) = provisioning["datasources"]
     assert (source["uid"], source["type"]) == (DATASOURCE_UID, "influxdb")
     assert source["jsonData"]["dbName"] == "${SUMPWATCH_INFLUX_DATABASE}"
-    providers = yaml.safe_load(
-        (GRAFANA / "provisioning" / "dashboards" / "sumpwatch.yaml").read_text()
-    )
+    providers = yaml.safe_load((PROVISIONING / "dashboards" / "sumpwatch.yaml").read_text())
     assert providers["providers"][0]["type"] == "file"
 
 

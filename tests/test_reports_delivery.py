@@ -10,10 +10,8 @@ import asyncio
 import csv
 import io
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -24,14 +22,17 @@ from typer.testing import CliRunner, Result
 from gateway.accounts.access import access_control
 from gateway.contract import NodeKind
 from gateway.domain import Citation, Finding, FindingChange, FindingEvent, Severity
-from gateway.registry.models import SiteRegistry, load_registry
+from gateway.problems import install_error_handlers
+from gateway.registry.models import load_registry
 from gateway.reports.cli import report_app
 from gateway.reports.routes import router
 from gateway.reports.schedule import due_reports, run_report_schedule, run_schedule_once
 from gateway.reports.sources import ReportSources, SqliteAlerts
-from gateway.rules.pack import RulePack, load_packs
+from gateway.rules.pack import load_packs
+from gateway.services import Services
 from gateway.settings import Settings
 from gateway.state.database import SqliteDatabase
+from gateway.state.deadletters import StateRepository
 from gateway.state.findings import FindingRepository
 from gateway.store.base import Rollup
 from gateway.store.sqlite import SqliteStore
@@ -99,19 +100,6 @@ async def _populate(data_dir: Path) -> Path:
     return sites_file
 
 
-@dataclass
-class FakeRuntime:
-    """The attributes of gateway.runtime.Runtime the report router reads."""
-
-    settings: Settings
-    registry: SiteRegistry
-    db: SqliteDatabase
-    store: SqliteStore
-    packs: dict[str, RulePack]
-    findings: FindingRepository
-    extras: dict[str, Any] = field(default_factory=dict)
-
-
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     sites_file = await _populate(tmp_path)
@@ -122,9 +110,17 @@ async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     settings = Settings(_env_file=None, data_dir=tmp_path, sites_file=sites_file)
     app = FastAPI(dependencies=[Depends(access_control)])
     app.include_router(router)
+    install_error_handlers(app)
     app.state.settings = settings
-    app.state.runtime = FakeRuntime(
-        settings, load_registry(sites_file), db, store, load_packs(), FindingRepository(db)
+    app.state.services = Services(
+        settings=settings,
+        registry=load_registry(sites_file),
+        packs=load_packs(),
+        store=store,
+        db=db,
+        findings=FindingRepository(db),
+        alerts=None,  # reports read the alert tables of the shared database
+        state=StateRepository(db),
     )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:

@@ -180,7 +180,7 @@ def _sources(
     store: SqliteStore, *sites: SiteConfig, findings: list[Finding] | None = None
 ) -> ReportSources:
     class Findings:
-        def list(self, **_: object) -> list[Finding]:
+        async def list(self, **_: object) -> list[Finding]:
             return findings or []
 
     return ReportSources(SiteRegistry(list(sites)), PACKS, store, Findings(), None)

@@ -6,7 +6,6 @@ import hashlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -15,11 +14,15 @@ from fastapi import Depends, FastAPI
 from gateway.accounts.access import access_control
 from gateway.api.routes.findings import router
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
+from gateway.problems import install_error_handlers
 from gateway.registry.models import load_registry
 from gateway.rules.pack import load_packs
-from gateway.settings import REPO_DIR
+from gateway.services import Services
+from gateway.settings import REPO_DIR, Settings
 from gateway.state.database import SqliteDatabase
+from gateway.state.deadletters import StateRepository
 from gateway.state.findings import FindingRepository
+from gateway.store.sqlite import SqliteStore
 
 T0 = datetime(2026, 12, 1, 6, tzinfo=UTC)
 
@@ -47,13 +50,17 @@ async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     )
     app = FastAPI(dependencies=[Depends(access_control)])
     app.include_router(router)
-    app.state.settings = SimpleNamespace(auth_enabled=False)
-    app.state.runtime = SimpleNamespace(
+    install_error_handlers(app)
+    app.state.settings = Settings(_env_file=None)  # auth off: every request is an administrator
+    app.state.services = Services(
         settings=app.state.settings,
         registry=load_registry(REPO_DIR / "deploy" / "sites.example.toml"),
         packs=load_packs(),
-        findings=repo,
+        store=SqliteStore(db),
         db=db,
+        findings=repo,
+        alerts=None,
+        state=StateRepository(db),
     )
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://test"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.dependencies.models import Dependant
@@ -36,6 +36,7 @@ from starlette.types import Scope as Scope_
 from gateway.accounts.models import OPEN_ACCESS, Principal, Role, Scope
 from gateway.accounts.repository import TOKEN_PREFIX, AccountStore
 from gateway.errors import NotFound
+from gateway.services import Services, get_services
 from gateway.settings import Settings
 
 SESSION_COOKIE = "sumpwatch_session"
@@ -56,8 +57,8 @@ class LoginRequired(Exception):
     """No valid credentials; answered 401, or a redirect to /login for pages."""
 
 
-def _runtime(request: Request) -> Any:
-    return request.app.state.runtime
+def _runtime(request: Request) -> Services:
+    return get_services(request)
 
 
 def accounts_of(request: Request) -> AccountStore:
@@ -77,7 +78,7 @@ async def _site_of_site(request: Request, site_id: str) -> str:
 
 
 async def _site_of_alert(request: Request, alert_id: str) -> str:
-    manager = getattr(_runtime(request), "alerts", None)
+    manager = _runtime(request).alerts
     if manager is None:
         raise NotFound("alerts are not enabled")
     alert = await manager.get(alert_id)  # NotFound if absent

@@ -20,7 +20,7 @@ from gateway.accounts.access import (
 from gateway.accounts.models import Principal
 from gateway.accounts.ratelimit import LoginLimiter
 from gateway.errors import NotFound
-from gateway.web.templating import render
+from gateway.pages import render
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["accounts"])

@@ -13,7 +13,7 @@ from gateway.accounts.ratelimit import LoginLimiter
 from gateway.accounts.repository import AccountStore
 from gateway.accounts.security import SecurityHeadersMiddleware, install_log_redaction
 from gateway.accounts.seed import load_seed, seed_users
-from gateway.runtime import Runtime
+from gateway.services import Services
 from gateway.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -52,10 +52,10 @@ def install_accounts(app: FastAPI, img_sources: tuple[str, ...] = ()) -> None:
     app.state.login_limiter = LoginLimiter()
 
 
-async def open_accounts(app: FastAPI, runtime: Runtime, settings: Settings) -> AccountStore:
-    """Open the account tables (runtime.db), seed users, and stop secrets reaching logs."""
+async def open_accounts(app: FastAPI, services: Services, settings: Settings) -> AccountStore:
+    """Open the account tables (services.db), seed users, and stop secrets reaching logs."""
     install_log_redaction()
-    store = AccountStore(runtime.db, settings.secret_key.get_secret_value())
+    store = AccountStore(services.db, settings.secret_key.get_secret_value())
     await store.open()
     app.state.accounts = store
     users_file = settings.users_file

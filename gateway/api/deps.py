@@ -1,4 +1,4 @@
-"""FastAPI dependencies: the running Runtime, taken from app.state, and access control.
+"""FastAPI dependencies: the gateway's Services (gateway.services) and access control.
 
 Every route is already behind ``access_control`` (app-wide): it authenticates and
 checks any ``{site_id}`` / ``{alert_id}`` / ``{jurisdiction}`` path parameter and
@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException
 from pydantic import AfterValidator
 
 from gateway.accounts.access import (
@@ -26,21 +26,12 @@ from gateway.accounts.access import (
     require_role,
 )
 from gateway.registry import SiteConfig
-from gateway.runtime import Runtime
+from gateway.services import Services, ServicesDep, get_services
 
 
-def get_runtime(request: Request) -> Runtime:
-    """The Runtime the lifespan built."""
-    runtime: Runtime = request.app.state.runtime
-    return runtime
-
-
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
-
-
-def get_site(site_id: str, runtime: RuntimeDep) -> SiteConfig:
+def get_site(site_id: str, services: ServicesDep) -> SiteConfig:
     """The site named in the path, or 404."""
-    site = runtime.registry.get(site_id)
+    site = services.registry.get(site_id)
     if site is None:
         raise HTTPException(status_code=404, detail=f"no site with id {site_id!r}")
     return site
@@ -51,12 +42,13 @@ SiteDep = Annotated[SiteConfig, Depends(get_site)]
 
 __all__ = [
     "PrincipalDep",
-    "RuntimeDep",
     "ScopeDep",
+    "Services",
+    "ServicesDep",
     "SiteDep",
     "StaffDep",
     "access_control",
-    "get_runtime",
+    "get_services",
     "get_site",
     "register_resolver",
     "require_role",

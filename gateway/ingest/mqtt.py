@@ -12,7 +12,8 @@
 Speed (see docs/performance.md, measured with bench/ingest.py): aiomqtt on paho
 reads one MQTT packet per event-loop turn with a ``recv`` per header byte, wraps
 each message twice and creates an asyncio task per message; acks cost two or three
-syscalls each. That capped the gateway at ~3,000 msg/s. :class:`_FastPath` keeps
+syscalls each. That capped the gateway at ~3,000 msg/s. The fast path
+(:mod:`gateway.ingest._paho_fastpath`, the one module touching paho internals) keeps
 aiomqtt for connecting, subscribing and reconnecting but (1) reads the socket in
 large chunks and parses the PUBLISH packets itself, many per readiness event, (2)
 hands each straight to the handler, and (3) writes a batch's PUBACKs in one send.
@@ -24,14 +25,12 @@ import asyncio
 import logging
 import random
 import ssl
-import struct
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import aiomqtt
-import paho.mqtt.client as paho_mqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
@@ -39,6 +38,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from gateway.contract import SUBSCRIPTIONS, TOPIC_ROOT
 from gateway.domain import RawMessage
 from gateway.errors import ConfigError
+from gateway.ingest._paho_fastpath import FastPath, Publish, enable_manual_ack
 from gateway.registry import load_registry
 from gateway.settings import Settings
 
@@ -64,25 +64,7 @@ class AckToken:
 
 Handler = Callable[[RawMessage, AckToken | None], None]
 
-#: Bytes read from the socket at once (many ~300-byte PUBLISH packets).
-_CHUNK = 256 * 1024
-#: Packets parsed per readiness event before other tasks get a turn.
-_PACKETS_PER_TURN = 2000
-_PUBACK = struct.Struct("!BBH")  # fixed header 0x40, remaining length 2, packet id
-_U16 = struct.Struct("!H")
 _SUBSCRIBE_CHUNK = 500
-_OK = paho_mqtt.MQTTErrorCode.MQTT_ERR_SUCCESS
-
-
-@dataclass(frozen=True, slots=True)
-class Publish:
-    """A PUBLISH packet as the broker sent it."""
-
-    topic: str
-    payload: bytes
-    mid: int
-    qos: int
-    retain: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,176 +116,6 @@ class SitePartition:
         ]
 
 
-class _FastPath:
-    """Takes over the receive and ack paths of one connected aiomqtt client.
-
-    aiomqtt (on paho) keeps connecting, subscribing, keep-alive and reconnecting.
-    This class reads the socket in large chunks and parses PUBLISH packets itself
-    (topic, packet id, payload; v5 properties skipped: the broker sends none we
-    use, as we grant no topic aliases); any other packet (SUBACK, PINGRESP,
-    DISCONNECT...) is handed whole to paho. It relies on paho internals
-    (``_sock_recv``, ``_packet_read``, ``_packet_queue``) that are stable across
-    paho 1.6-2.2; tests/test_ingest.py and tests/test_faults.py exercise them.
-    """
-
-    def __init__(
-        self,
-        client: aiomqtt.Client,
-        on_publish: Callable[[Publish], None],
-        owns: Callable[[str], bool] | None = None,
-        *,
-        v5: bool = True,
-    ) -> None:
-        self._aio = client
-        self._v5 = v5
-        self._owns = owns
-        self._not_ours: list[int] = []  # packet ids of other shards' messages, to ack
-        self.skipped = 0
-        self._paho: paho_mqtt.Client = client._client
-        self._sock_recv = self._paho._sock_recv
-        self._on_publish = on_publish
-        self._buf = bytearray()  # bytes read from the socket, not parsed yet
-        self._for_paho = bytearray()  # one whole non-PUBLISH packet for paho to read
-        self._paho._sock_recv = self._paho_recv  # type: ignore[method-assign]
-        self._paho.loop_read = self._loop_read  # type: ignore[method-assign]
-
-    def _paho_recv(self, bufsize: int) -> bytes:
-        buf = self._for_paho
-        if not buf:
-            raise BlockingIOError  # paho never reads the socket itself any more
-        data = bytes(buf[:bufsize])
-        del buf[:bufsize]
-        return data
-
-    def _loop_read(self, max_packets: int = 1) -> paho_mqtt.MQTTErrorCode:
-        paho = self._paho
-        if paho._sock is None:
-            return paho_mqtt.MQTTErrorCode.MQTT_ERR_NO_CONN
-        buf = self._buf
-        try:
-            chunk = self._sock_recv(_CHUNK)
-        except BlockingIOError:
-            chunk = None
-        except OSError:
-            return paho._loop_rc_handle(paho_mqtt.MQTTErrorCode.MQTT_ERR_CONN_LOST)
-        if chunk is not None:
-            if not chunk:
-                return paho._loop_rc_handle(paho_mqtt.MQTTErrorCode.MQTT_ERR_CONN_LOST)
-            buf += chunk
-            # TLS: a recv returns one record; decrypted bytes still buffered in the
-            # SSL object make the socket look idle to the selector, so read them now.
-            pending = getattr(paho._sock, "pending", None)
-            while pending is not None and pending():
-                try:
-                    buf += self._sock_recv(_CHUNK)
-                except (BlockingIOError, ssl.SSLWantReadError):
-                    break
-            paho._last_bytes_received = paho_mqtt.time_func()
-        rc = self._parse()
-        if rc != _OK:
-            return paho._loop_rc_handle(rc)
-        return _OK
-
-    def _parse(self) -> paho_mqtt.MQTTErrorCode:
-        buf = self._buf
-        view = memoryview(buf)
-        pos = 0
-        end = len(buf)
-        count = 0
-        try:
-            while pos + 2 <= end:
-                if count == _PACKETS_PER_TURN:
-                    # Complete packets wait in our buffer, where the selector cannot
-                    # see them: come back after the writer and acks had a turn.
-                    asyncio.get_running_loop().call_soon(self._read_again)
-                    break
-                header = buf[pos]
-                # Remaining length: 1-4 bytes, 7 bits each.
-                length = 0
-                shift = 0
-                i = pos + 1
-                while True:
-                    if i >= end:
-                        return _OK  # incomplete header
-                    byte = buf[i]
-                    length |= (byte & 0x7F) << shift
-                    i += 1
-                    if not byte & 0x80:
-                        break
-                    shift += 7
-                    if shift > 21:
-                        return paho_mqtt.MQTTErrorCode.MQTT_ERR_PROTOCOL
-                if i + length > end:
-                    break  # incomplete body
-                count += 1
-                if header & 0xF0 == paho_mqtt.PUBLISH:
-                    self._publish(header, view[i : i + length])
-                else:
-                    self._for_paho += view[pos : i + length]
-                    rc = self._paho._packet_read()
-                    if rc != _OK:
-                        return rc
-                pos = i + length
-        finally:
-            view.release()
-            del buf[:pos]
-            if self._not_ours:
-                self.ack(self._not_ours)
-                self._not_ours = []
-        return _OK
-
-    def _publish(self, header: int, body: memoryview) -> None:
-        qos = (header >> 1) & 0x03
-        n = _U16.unpack_from(body)[0]
-        topic = str(body[2 : 2 + n], "utf-8")
-        at = 2 + n
-        mid = 0
-        if qos:
-            mid = _U16.unpack_from(body, at)[0]
-            at += 2
-        if self._owns is not None and not self._owns(topic):
-            # Another shard's site: that gateway gets its own copy. Ack, drop.
-            self.skipped += 1
-            if qos:
-                self._not_ours.append(mid)
-            return
-        plen = 0
-        if self._v5:
-            # v5 properties: a variable-length count, then the properties; skipped.
-            shift = 0
-            while True:
-                byte = body[at]
-                at += 1
-                plen |= (byte & 0x7F) << shift
-                if not byte & 0x80:
-                    break
-                shift += 7
-        payload = body[at + plen :].tobytes()
-        try:
-            self._on_publish(Publish(topic, payload, mid, qos, bool(header & 0x01)))
-        except Exception:  # the handler never raises by contract; never drop the link
-            log.exception("message handler failed on %r", topic)
-
-    def _read_again(self) -> None:
-        if self._paho._sock is None:
-            return
-        try:
-            rc = self._parse()
-            if rc != _OK:
-                self._paho._loop_rc_handle(rc)
-        except Exception as exc:  # as aiomqtt's reader callback: the connection broke
-            disconnected = self._aio._disconnected
-            if not disconnected.done():
-                disconnected.set_exception(exc)
-
-    def ack(self, mids: Sequence[int]) -> None:
-        """Send the PUBACKs of ``mids`` as one write (MQTT v5 short form: success)."""
-        if not mids or self._paho._sock is None:
-            return
-        packet = b"".join(_PUBACK.pack(0x40, 2, mid) for mid in mids)
-        self._paho._packet_queue(paho_mqtt.PUBACK, packet, 0, 0)
-
-
 class MqttSource:
     """Subscribes to the contract's topics and hands every message to ``handler``."""
 
@@ -330,7 +142,7 @@ class MqttSource:
         self.partition = partition
         self._on_connection = on_connection
         self._client: aiomqtt.Client | None = None
-        self._fast: _FastPath | None = None
+        self._fast: FastPath | None = None
         self._generation = 0
         self.skipped = 0  # other shards' messages acked unprocessed, earlier connections
         self.connected = False
@@ -379,8 +191,7 @@ class MqttSource:
         while True:
             try:
                 client = self._make_client()
-                # aiomqtt has no public manual-ack switch; paho's client does.
-                client._client.manual_ack_set(True)
+                enable_manual_ack(client)
                 self._generation += 1
                 receive = self._receiver(self._generation)
                 # Installed before connecting: a persistent session's queued messages
@@ -392,7 +203,7 @@ class MqttSource:
                     else None
                 )
                 v5 = self._settings.mqtt_protocol == "5"
-                self._fast = _FastPath(client, receive, owns, v5=v5)
+                self._fast = FastPath(client, receive, owns, v5=v5)
                 async with client:
                     self._client = client
                     topics = self._topics()
@@ -407,7 +218,7 @@ class MqttSource:
                     self._set_connected(True)
                     delay = 0.5
                     log.info("subscribed to %d filters, e.g. %s", len(topics), topics[:2])
-                    # Messages go straight to the handler (see _FastPath); this mostly
+                    # Messages go straight to the handler (see FastPath); this mostly
                     # waits for the connection to end, which raises MqttError.
                     async for message in client.messages:  # pragma: no cover - fallback
                         payload = message.payload

@@ -1,8 +1,9 @@
 """``GET /reports/winter``: the winter report as a download (PDF, CSV) or a page (HTML).
 
 Include with ``app.include_router(reports.routes.router)``. The sources come from
-``request.app.state.runtime`` (registry, store, db, and packs/findings/alerts when
-the runtime has them). Access control checks ``site`` and ``jurisdiction``
+the gateway's :class:`~gateway.services.Services`; an unknown site is answered 404
+and a bad season or scope 400 by the app's exception handlers (gateway.problems).
+Access control checks ``site`` and ``jurisdiction``
 against the caller's scope; a village report without either covers the sites the
 caller may see.
 """
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Query, Response
 
-from gateway.api.deps import ScopeDep
-from gateway.errors import ConfigError, NotFound
+from gateway.accounts.access import ScopeDep
 from gateway.reports.service import build_winter_report
-from gateway.reports.sources import sources_from_runtime
+from gateway.reports.sources import sources_from_services
+from gateway.services import ServicesDep
 from gateway.units import UnitSystem
 
 router = APIRouter(tags=["reports"])
@@ -35,7 +36,7 @@ router = APIRouter(tags=["reports"])
     },
 )
 async def winter_report(
-    request: Request,
+    services: ServicesDep,
     scope: ScopeDep,
     season: Annotated[str, Query(pattern=r"^\d{4}-\d{4}$", examples=["2026-2027"])],
     site: Annotated[str | None, Query(description="One property's report")] = None,
@@ -46,21 +47,15 @@ async def winter_report(
     ] = "us",
 ) -> Response:
     """The winter report of a property (``site``) or a village (``jurisdiction``, or all)."""
-    sources = sources_from_runtime(request.app.state.runtime)
-    try:
-        rendered = await build_winter_report(
-            sources,
-            season,
-            format,
-            site=site,
-            jurisdiction=jurisdiction,
-            site_ids=None if site else scope.site_ids(),
-            units=units,
-        )
-    except NotFound as exc:
-        raise HTTPException(status_code=404, detail=str(exc)) from exc
-    except ConfigError as exc:
-        raise HTTPException(status_code=400, detail=str(exc)) from exc
+    rendered = await build_winter_report(
+        sources_from_services(services),
+        season,
+        format,
+        site=site,
+        jurisdiction=jurisdiction,
+        site_ids=None if site else scope.site_ids(),
+        units=units,
+    )
     disposition = "inline" if format == "html" else "attachment"
     return Response(
         content=rendered.content,

@@ -1,4 +1,4 @@
-"""What a report reads, as small interfaces, and how to get them from a Runtime.
+"""What a report reads, as small interfaces, and how to get them from the Services.
 
 The assemble step only sees :class:`ReportSources`: the site registry, the rule
 packs, a :class:`~gateway.store.base.TimeSeriesStore` (either backend), and
@@ -8,18 +8,17 @@ is reported as "not available" in the document rather than shown as "none".
 
 from __future__ import annotations
 
-import inspect
 import sqlite3
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from alerts.models import Alert, AlertQuery
 from gateway.domain import Finding
 from gateway.errors import StoreError
 from gateway.registry.models import SiteRegistry
-from gateway.rules.pack import RulePack, load_packs
+from gateway.rules.pack import RulePack
+from gateway.services import Services
 from gateway.state.database import SqliteDatabase
 from gateway.store.base import TimeSeriesStore
 
@@ -31,13 +30,14 @@ MAX_FINDINGS = 100_000
 class FindingSource(Protocol):
     """The findings repository (``gateway.state.findings.FindingRepository``)."""
 
-    def list(
+    async def list(
         self,
         *,
         site_id: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
-    ) -> Awaitable[list[Finding]] | list[Finding]:
+        limit: int = ...,
+    ) -> list[Finding]:
         """Findings of a site that were open at some time in [since, until)."""
 
 
@@ -67,33 +67,6 @@ class SqliteAlerts:
         return await self.db.read(run)
 
 
-class OpenedFindings:
-    """The SQLite findings repository, its tables created on first use.
-
-    For runtimes that do not hold a repository of their own: the report reads
-    the same ``findings`` table the gateway writes.
-    """
-
-    def __init__(self, db: SqliteDatabase) -> None:
-        from gateway.state.findings import FindingRepository
-
-        self.repo = FindingRepository(db)
-        self._opened = False
-
-    async def list(
-        self,
-        *,
-        site_id: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> list[Finding]:
-        """Findings of a site open at some time in [since, until)."""
-        if not self._opened:
-            await self.repo.open()
-            self._opened = True
-        return await self.repo.list(site_id=site_id, since=since, until=until, limit=MAX_FINDINGS)
-
-
 @dataclass(frozen=True)
 class ReportSources:
     """Everything the assemble step reads."""
@@ -108,14 +81,11 @@ class ReportSources:
         """Findings of one site overlapping [since, until) (empty without a repository)."""
         if self.findings is None:
             return []
-        lister = self.findings.list
-        kwargs: dict[str, Any] = {"site_id": site_id, "since": since, "until": until}
-        if "limit" in inspect.signature(lister).parameters:
-            kwargs["limit"] = MAX_FINDINGS  # a repository's default page is far smaller
-        result = lister(**kwargs)
-        if inspect.isawaitable(result):
-            result = await result
-        return [f for f in result if f.site_id == site_id]
+        # A repository's default page is far smaller than a season.
+        found = await self.findings.list(
+            site_id=site_id, since=since, until=until, limit=MAX_FINDINGS
+        )
+        return [f for f in found if f.site_id == site_id]
 
     async def alerts_of(self, site_id: str, since: datetime, until: datetime) -> list[Alert]:
         """Alerts of one site raised in [since, until) (empty without a source)."""
@@ -129,33 +99,14 @@ class ReportSources:
             return []
 
 
-def sources_from_runtime(runtime: Any) -> ReportSources:
-    """The sources of a running gateway (``request.app.state.runtime``).
-
-    Reads ``packs``, ``findings`` and ``alerts`` from the runtime (attribute or
-    ``extras`` entry) when it has them; otherwise loads the packs from settings
-    and reads findings and alerts from the shared SQLite database.
-    """
-
-    def part(name: str) -> Any:
-        value = getattr(runtime, name, None)
-        if value is None:
-            value = getattr(runtime, "extras", {}).get(name)
-        return value
-
-    packs = part("packs")
-    if packs is None:
-        packs = load_packs(runtime.settings.rule_packs_dir)
-    findings = part("findings")
-    if findings is None or not hasattr(findings, "list"):
-        findings = OpenedFindings(runtime.db)
-    alerts = part("alerts")
-    if alerts is None or not hasattr(alerts, "list_alerts"):
-        alerts = SqliteAlerts(runtime.db)
+def sources_from_services(services: Services) -> ReportSources:
+    """The sources of a running gateway: its packs and findings, and its alerts, or
+    the alert tables in the shared database when this app runs without alerting."""
+    alerts: AlertSource = services.alerts or SqliteAlerts(services.db)
     return ReportSources(
-        registry=runtime.registry,
-        packs=packs,
-        store=runtime.store,
-        findings=findings,
+        registry=services.registry,
+        packs=dict(services.packs),
+        store=services.store,
+        findings=services.findings,
         alerts=alerts,
     )

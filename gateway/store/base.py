@@ -136,3 +136,6 @@ class TimeSeriesStore(Protocol):
         Idempotent; call it periodically (the app does every minute). Returns how many
         1-minute buckets were recomputed.
         """
+
+    def stats(self) -> dict[str, float]:
+        """The store's own gauges for ``/metrics`` (spool size, ...); may be empty."""

@@ -30,7 +30,7 @@ import math
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -168,63 +168,75 @@ def compute_minutes(
         t = times[i]
         bucket = floor_to(t, 60)
         if bucket in targets:
-            a = acc(bucket)
-            a.samples += 1
-            for name, value in reading.values.items():
-                a.fields.setdefault(name, []).append(float(value))
-            if i > 0 and t - times[i - 1] <= max_hold_s:
-                prev = readings[i - 1].values
-                if reading.values.get("pump_on") and prev.get("pump_on") is False:
-                    a.totals["pump_cycles"] += 1
-                if reading.values.get("backup_pump_on") and prev.get("backup_pump_on") is False:
-                    a.totals["backup_pump_cycles"] += 1
+            # A transition counts only when the previous sample is recent enough to trust.
+            prev = readings[i - 1] if i > 0 and t - times[i - 1] <= max_hold_s else None
+            _add_sample(acc(bucket), reading, prev)
         # The value holds over [t, end): distribute it over the buckets it spans.
         end = t + max_hold_s
         if i + 1 < len(readings):
             end = min(end, times[i + 1])
-        rates = {
-            "pump_on_s": 1.0 if reading.values.get("pump_on") else 0.0,
-            "backup_pump_on_s": 1.0 if reading.values.get("backup_pump_on") else 0.0,
-            "pumped_volume_l": float(reading.values.get("flow_lpm", 0.0)) / 60.0,
-        }
-        b = bucket
-        while b < end:
-            lo, hi = max(t, b), min(end, b + 60)
-            if hi > lo and b in targets:
-                a = acc(b)
-                a.covered += hi - lo
-                for name, rate in rates.items():
-                    if rate:
-                        a.totals[name] += rate * (hi - lo)
-            b += 60
-    kind = readings[0].kind
-    site_id, node_id = readings[0].site_id, readings[0].node_id
-    out = []
-    for bucket in sorted(accs):
-        a = accs[bucket]
-        if a.samples == 0 and a.covered == 0:
-            continue
-        stats = {
-            name: FieldStats(len(vals), min(vals), max(vals), sum(vals) / len(vals), vals[-1])
-            for name, vals in a.fields.items()
-        }
-        out.append(
-            Rollup(
-                site_id=site_id,
-                node_id=node_id,
-                kind=kind,
-                resolution="1m",
-                start=datetime.fromtimestamp(bucket, UTC),
-                samples=a.samples,
-                stats=stats,
-                pump_cycles=int(a.totals["pump_cycles"]),
-                pump_on_s=a.totals["pump_on_s"],
-                backup_pump_cycles=int(a.totals["backup_pump_cycles"]),
-                backup_pump_on_s=a.totals["backup_pump_on_s"],
-                pumped_volume_l=a.totals["pumped_volume_l"],
-            )
-        )
-    return out
+        _spread_hold(acc, targets, reading, t, end)
+    first = readings[0]
+    return [
+        _minute_rollup(first, bucket, accs[bucket])
+        for bucket in sorted(accs)
+        if accs[bucket].samples or accs[bucket].covered
+    ]
+
+
+def _add_sample(a: _Acc, reading: Reading, prev: Reading | None) -> None:
+    """Count one sample in its bucket, and the pump starts since ``prev``."""
+    a.samples += 1
+    for name, value in reading.values.items():
+        a.fields.setdefault(name, []).append(float(value))
+    if prev is None:
+        return
+    if reading.values.get("pump_on") and prev.values.get("pump_on") is False:
+        a.totals["pump_cycles"] += 1
+    if reading.values.get("backup_pump_on") and prev.values.get("backup_pump_on") is False:
+        a.totals["backup_pump_cycles"] += 1
+
+
+def _spread_hold(
+    acc: Callable[[int], _Acc], targets: set[int], reading: Reading, t: float, end: float
+) -> None:
+    """Add run time and pumped volume held over [t, end) to the buckets it spans."""
+    rates = {
+        "pump_on_s": 1.0 if reading.values.get("pump_on") else 0.0,
+        "backup_pump_on_s": 1.0 if reading.values.get("backup_pump_on") else 0.0,
+        "pumped_volume_l": float(reading.values.get("flow_lpm", 0.0)) / 60.0,
+    }
+    b = floor_to(t, 60)
+    while b < end:
+        lo, hi = max(t, b), min(end, b + 60)
+        if hi > lo and b in targets:
+            a = acc(b)
+            a.covered += hi - lo
+            for name, rate in rates.items():
+                if rate:
+                    a.totals[name] += rate * (hi - lo)
+        b += 60
+
+
+def _minute_rollup(first: Reading, bucket: int, a: _Acc) -> Rollup:
+    stats = {
+        name: FieldStats(len(vals), min(vals), max(vals), sum(vals) / len(vals), vals[-1])
+        for name, vals in a.fields.items()
+    }
+    return Rollup(
+        site_id=first.site_id,
+        node_id=first.node_id,
+        kind=first.kind,
+        resolution="1m",
+        start=datetime.fromtimestamp(bucket, UTC),
+        samples=a.samples,
+        stats=stats,
+        pump_cycles=int(a.totals["pump_cycles"]),
+        pump_on_s=a.totals["pump_on_s"],
+        backup_pump_cycles=int(a.totals["backup_pump_cycles"]),
+        backup_pump_on_s=a.totals["backup_pump_on_s"],
+        pumped_volume_l=a.totals["pumped_volume_l"],
+    )
 
 
 def compose(parts: Sequence[Rollup], resolution: Resolution, start: datetime) -> Rollup:

@@ -109,6 +109,10 @@ class SqliteStore:
     async def close(self) -> None:
         """Nothing to flush: every write is its own committed transaction."""
 
+    def stats(self) -> dict[str, float]:
+        """No gauges of its own: the database is a local file."""
+        return {}
+
     async def write(self, readings: Sequence[Reading]) -> int:
         """Insert a batch in one transaction; duplicates are ignored.
 

@@ -24,6 +24,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from gateway.accounts.access import authenticate
 from gateway.domain import Reading
 from gateway.registry import SiteConfig
+from gateway.services import Services, get_services
 from gateway.web import sources
 from gateway.web.series import live_points
 from gateway.web.units import UnitSystem
@@ -34,20 +35,20 @@ RECHECK_S = 30.0
 PING_S = 15.0
 
 
-async def _fingerprint(runtime: Any, site_ids: list[str]) -> tuple[Any, ...]:
+async def _fingerprint(services: Services, site_ids: list[str]) -> tuple[Any, ...]:
     """Changes whenever a page of these sites would show something new."""
     parts: list[Any] = []
     for site_id in site_ids:
-        latest: dict[str, Reading] = await runtime.store.latest(site_id)
+        latest: dict[str, Reading] = await services.store.latest(site_id)
         parts.append(tuple(sorted((n, r.ts) for n, r in latest.items())))
     alerts = []
     for site_id in site_ids:
         alerts += [
             (a.id, a.state, a.updated_at)
-            for a in await sources.live_alerts(runtime, site_id=site_id)
+            for a in await sources.live_alerts(services, site_id=site_id)
         ]
     findings = [
-        (f.id, f.updated_at, f.level) for f in await sources.open_findings(runtime, site_ids)
+        (f.id, f.updated_at, f.level) for f in await sources.open_findings(services, site_ids)
     ]
     return (tuple(parts), tuple(sorted(alerts)), tuple(sorted(findings)))
 
@@ -64,12 +65,12 @@ def site_events(
     render_panels: Callable[[], Awaitable[str]],
 ) -> EventSourceResponse:
     """The dashboard's stream: ``panels`` (HTML of the status panels) and ``points``."""
-    runtime = request.app.state.runtime
+    services = get_services(request)
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
         seen: tuple[Any, ...] | None = None
         last_ts: dict[str, datetime] = {
-            n: r.ts for n, r in (await runtime.store.latest(site.id)).items()
+            n: r.ts for n, r in (await services.store.latest(site.id)).items()
         }
         checked = asyncio.get_running_loop().time()
         while True:
@@ -79,11 +80,11 @@ def site_events(
                     yield ServerSentEvent(event="logout", data="{}")
                     return
                 checked = now_mono
-            fingerprint = await _fingerprint(runtime, [site.id])
+            fingerprint = await _fingerprint(services, [site.id])
             if fingerprint != seen:
                 if seen is not None:
                     yield ServerSentEvent(event="panels", data=await render_panels())
-                    points = await _new_points(runtime, site, last_ts, units)
+                    points = await _new_points(services, site, last_ts, units)
                     if points:
                         yield ServerSentEvent(event="points", data=json.dumps(points))
                 seen = fingerprint
@@ -93,7 +94,7 @@ def site_events(
 
 
 async def _new_points(
-    runtime: Any, site: SiteConfig, last_ts: dict[str, datetime], units: UnitSystem
+    services: Services, site: SiteConfig, last_ts: dict[str, datetime], units: UnitSystem
 ) -> dict[str, list[tuple[int, float]]]:
     """Chart points of readings newer than the last ones sent, per series key."""
     out: dict[str, list[tuple[int, float]]] = {}
@@ -101,7 +102,7 @@ async def _new_points(
     for node in site.nodes:
         since = last_ts.get(node.id, now - timedelta(minutes=5))
         rows = await sources.readings(
-            runtime,
+            services,
             site.id,
             node.id,
             since + timedelta(microseconds=1),
@@ -122,7 +123,7 @@ def console_events(
     render_panels: Callable[[], Awaitable[str]],
 ) -> EventSourceResponse:
     """The console's stream: ``panels`` (HTML of table, alerts and audit) when it changed."""
-    runtime = request.app.state.runtime
+    services = get_services(request)
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
         seen: tuple[Any, ...] | None = None
@@ -136,7 +137,7 @@ def console_events(
                     yield ServerSentEvent(event="logout", data="{}")
                     return
                 checked = now_mono
-            fingerprint = await _fingerprint(runtime, site_ids)
+            fingerprint = await _fingerprint(services, site_ids)
             if fingerprint != seen:
                 if seen is not None:
                     yield ServerSentEvent(event="panels", data=await render_panels())

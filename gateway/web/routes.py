@@ -20,8 +20,9 @@ from sse_starlette import EventSourceResponse
 from alerts.models import Alert
 from gateway.accounts.access import PrincipalDep, ScopeDep, StaffDep
 from gateway.accounts.models import Principal
-from gateway.api.errors import alert_errors
+from gateway.errors import NotEnabled
 from gateway.registry import SiteConfig
+from gateway.services import AlertActions, Services, get_services
 from gateway.web import live, sources
 from gateway.web.series import RANGES, ChartsView, Range, charts_view, season_start
 from gateway.web.templating import render, templates
@@ -32,13 +33,13 @@ router = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["dashboard"])
 
 
-def _runtime(request: Request) -> Any:
-    return request.app.state.runtime
+def _services(request: Request) -> Services:
+    return get_services(request)
 
 
 def _site(request: Request, site_id: str) -> SiteConfig:
     # access_control has already answered 404 for a site out of scope.
-    site: SiteConfig | None = _runtime(request).registry.get(site_id)
+    site = _services(request).registry.get(site_id)
     if site is None:
         raise HTTPException(404, detail=f"no site with id {site_id!r}")
     return site
@@ -53,12 +54,12 @@ def _winter_season(request: Request, site: SiteConfig) -> str:
         app.state.reports_mounted = mounted
     if not mounted:
         return ""
-    start = season_start(site, datetime.now(UTC), _runtime(request))
+    start = season_start(site, datetime.now(UTC), _services(request))
     return f"{start.year}-{start.year + 1}"
 
 
 def _jurisdiction_sites(request: Request, jurisdiction: str) -> list[SiteConfig]:
-    sites: list[SiteConfig] = _runtime(request).registry.in_jurisdiction(jurisdiction)
+    sites = _services(request).registry.in_jurisdiction(jurisdiction)
     if not sites:
         raise HTTPException(404, detail=f"no jurisdiction with id {jurisdiction!r}")
     return sites
@@ -77,7 +78,7 @@ async def home(request: Request, scope: ScopeDep) -> Response:
         return RedirectResponse(f"/site/{sites[0].id}", status_code=303)
     if principal.is_staff and not principal.is_admin and len(jurisdictions) == 1:
         return RedirectResponse(f"/console/{jurisdictions[0]}", status_code=303)
-    packs = sources.packs(_runtime(request))
+    packs = sources.packs(_services(request))
     named = [(j, packs[j].name.split(":")[0] if j in packs else j) for j in jurisdictions]
     return render(request, "index.html", principal, sites=sites, jurisdictions=named)
 
@@ -96,7 +97,7 @@ async def set_units(
 
 
 async def _overview(request: Request, site: SiteConfig, principal: Principal) -> SiteOverview:
-    return await site_overview(_runtime(request), site, principal, units_of(request))
+    return await site_overview(_services(request), site, principal, units_of(request))
 
 
 def _panels_html(request: Request, name: str, principal: Principal, **context: Any) -> str:
@@ -127,7 +128,7 @@ async def dashboard(request: Request, site_id: str, principal: PrincipalDep) -> 
 async def console(request: Request, jurisdiction: str, principal: PrincipalDep) -> Response:
     """The public-works console of one jurisdiction."""
     sites = _jurisdiction_sites(request, jurisdiction)
-    view = await console_view(_runtime(request), jurisdiction, sites, principal, units_of(request))
+    view = await console_view(_services(request), jurisdiction, sites, principal, units_of(request))
     map_points = [
         {
             "id": r.site_id,
@@ -142,7 +143,7 @@ async def console(request: Request, jurisdiction: str, principal: PrincipalDep) 
         for r in view.rows
         if r.lat is not None and r.lon is not None
     ]
-    settings = _runtime(request).settings
+    settings = _services(request).settings
     map_config = {"tiles": settings.map_tile_url, "attribution": settings.map_attribution}
     return render(
         request,
@@ -173,7 +174,7 @@ async def charts_json(
     range: Annotated[Range, Query(description="24h, 7d or season")] = "24h",
 ) -> ChartsView:
     """Chart series of one range, from rollups, in the viewer's units."""
-    return await charts_view(_runtime(request), _site(request, site_id), range, units_of(request))
+    return await charts_view(_services(request), _site(request, site_id), range, units_of(request))
 
 
 @api.get("/site/{site_id}/events")
@@ -194,7 +195,7 @@ async def site_events(
 async def console_json(request: Request, jurisdiction: str, principal: PrincipalDep) -> ConsoleView:
     """The console's state as JSON."""
     sites = _jurisdiction_sites(request, jurisdiction)
-    return await console_view(_runtime(request), jurisdiction, sites, principal, units_of(request))
+    return await console_view(_services(request), jurisdiction, sites, principal, units_of(request))
 
 
 @api.get("/console/{jurisdiction}/events")
@@ -206,7 +207,7 @@ async def console_events(
 
     async def panels() -> str:
         view = await console_view(
-            _runtime(request), jurisdiction, sites, principal, units_of(request)
+            _services(request), jurisdiction, sites, principal, units_of(request)
         )
         return _panels_html(request, "_console.html", principal, c=view)
 
@@ -216,11 +217,11 @@ async def console_events(
 # ---------------------------------------------------------------------- alert actions
 
 
-def _manager(request: Request) -> Any:
-    manager = getattr(_runtime(request), "alerts", None)
-    if manager is None:
-        raise HTTPException(503, detail="alerts are not enabled on this gateway")
-    return manager
+def _actions(request: Request) -> AlertActions:
+    actions = _services(request).alert_actions
+    if actions is None:
+        raise NotEnabled("alerts are not enabled on this gateway")
+    return actions
 
 
 def _answer(request: Request, alert: Alert, back: str) -> Response:
@@ -232,12 +233,6 @@ def _answer(request: Request, alert: Alert, back: str) -> Response:
     return RedirectResponse(target, status_code=303)
 
 
-async def _act(request: Request, action: Any) -> Alert:
-    with alert_errors():
-        alert: Alert = await action
-    return alert
-
-
 @router.post("/ui/alerts/{alert_id}/ack")
 async def ack_alert(
     request: Request,
@@ -247,10 +242,7 @@ async def ack_alert(
     back: Annotated[str, Form(max_length=500)] = "/",
 ) -> Response:
     """Acknowledge an alert of a site you can see (homeowner or staff)."""
-    alert = await _act(
-        request,
-        _manager(request).acknowledge(alert_id, by=principal.username, note=note or None),
-    )
+    alert = await _actions(request).acknowledge(alert_id, by=principal.username, note=note)
     return _answer(request, alert, back)
 
 
@@ -263,9 +255,7 @@ async def assign_alert(
     back: Annotated[str, Form(max_length=500)] = "/",
 ) -> Response:
     """Assign an alert to someone at public works (staff only)."""
-    alert = await _act(
-        request, _manager(request).assign(alert_id, assignee=assignee.strip() or None)
-    )
+    alert = await _actions(request).assign(alert_id, assignee=assignee)
     return _answer(request, alert, back)
 
 
@@ -278,8 +268,5 @@ async def resolve_alert(
     back: Annotated[str, Form(max_length=500)] = "/",
 ) -> Response:
     """Resolve an alert by hand, with a note (staff only)."""
-    alert = await _act(
-        request,
-        _manager(request).resolve(alert_id, by=staff.username, note=note or None),
-    )
+    alert = await _actions(request).resolve(alert_id, by=staff.username, note=note)
     return _answer(request, alert, back)

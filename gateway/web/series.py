@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
 from gateway.contract import NodeKind
 from gateway.domain import Reading
 from gateway.registry import SiteConfig
+from gateway.services import Services
 from gateway.store.base import Rollup
 from gateway.store.rollups import compose, floor_to
 from gateway.web import sources
@@ -79,9 +80,9 @@ def _ms(value: datetime) -> int:
     return int(value.timestamp() * 1000)
 
 
-def season_start(site: SiteConfig, now: datetime, runtime: Any) -> datetime:
+def season_start(site: SiteConfig, now: datetime, services: Services) -> datetime:
     """Start of the current (or last) winter season of the site's pack, local midnight."""
-    pack = sources.pack_of(runtime, site)
+    pack = sources.pack_of(services, site)
     month, day = pack.season.start if pack is not None else (11, 15)
     today = now.astimezone(site.tz).date()
     start = date(today.year, month, day)
@@ -101,15 +102,15 @@ def _hours(minutes: Iterable[Rollup]) -> list[Rollup]:
 
 
 async def _hourly(
-    runtime: Any, site: SiteConfig, start: datetime, end: datetime
+    services: Services, site: SiteConfig, start: datetime, end: datetime
 ) -> dict[str, list[Rollup]]:
     """Stored hours, then the hours after them composed from 1-minute rollups."""
-    by_node = await sources.hour_rollups(runtime, site, start, end)
+    by_node = await sources.hour_rollups(services, site, start, end)
     newest = max((rs[-1].end for rs in by_node.values() if rs), default=None)
     # Without any stored hour (rollups not refreshed yet) only the last day is
     # computed from raw readings, to bound the work of one request.
     tail_start = newest or max(start, end - timedelta(hours=24))
-    tail = await sources.minute_rollups(runtime, site, tail_start, end)
+    tail = await sources.minute_rollups(services, site, tail_start, end)
     for node_id, minutes in tail.items():
         by_node.setdefault(node_id, []).extend(_hours(minutes))
     return by_node
@@ -183,7 +184,7 @@ def _cycle_bars(
 
 
 async def charts_view(
-    runtime: Any,
+    services: Services,
     site: SiteConfig,
     range_: Range,
     units: UnitSystem,
@@ -193,11 +194,11 @@ async def charts_view(
     now = now or datetime.now(UTC)
     if range_ == "24h":
         start = now - timedelta(hours=24)
-        rollups = await sources.minute_rollups(runtime, site, start, now)
+        rollups = await sources.minute_rollups(services, site, start, now)
         per: Literal["hour", "day"] = "hour"
     else:
-        start = now - timedelta(days=7) if range_ == "7d" else season_start(site, now, runtime)
-        rollups = await _hourly(runtime, site, start, now)
+        start = now - timedelta(days=7) if range_ == "7d" else season_start(site, now, services)
+        rollups = await _hourly(services, site, start, now)
         per = "day"
         if range_ == "season":
             rollups = {node: _local_days(rows, site) for node, rows in rollups.items()}

@@ -1,24 +1,21 @@
-"""What the pages read from the running gateway, each source optional.
+"""What the pages read from the running gateway: its :class:`~gateway.services.Services`.
 
-The runtime grows attributes as features are wired (``alerts``, ``packs``, the
-rules engine as ``pipeline.detectors``); the pages degrade to "not available"
-instead of failing when one is missing. Everything else reads the store interface
+Alerting may be off (``services.alerts is None``); the pages then say "not
+available" instead of failing. Everything else reads the store interface
 (:class:`gateway.store.base.TimeSeriesStore`), so both backends work.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Any
 
 from alerts.models import Alert, AlertQuery, AlertState
 from gateway.domain import Finding, Reading
 from gateway.registry import SiteConfig
 from gateway.rules.audit import AuditItem, audit_site
-from gateway.rules.pack import RulePack, load_packs
+from gateway.rules.pack import RulePack
+from gateway.services import Services
 from gateway.store.base import Rollup, SeriesQuery
 from gateway.store.rollups import MAX_HOLD_S, compute_minutes, floor_to
 
@@ -26,54 +23,39 @@ from gateway.store.rollups import MAX_HOLD_S, compute_minutes, floor_to
 LIVE_ALERT_STATES = (AlertState.OPEN, AlertState.ACKNOWLEDGED)
 
 
-@functools.lru_cache(maxsize=4)
-def _load_packs(extra_dir: Path | None) -> dict[str, RulePack]:
-    return load_packs(extra_dir)
+def packs(services: Services) -> dict[str, RulePack]:
+    """The rule packs the gateway judges by."""
+    return dict(services.packs)
 
 
-def packs(runtime: Any) -> dict[str, RulePack]:
-    """The rule packs: the runtime's when wired, else loaded once from the settings."""
-    loaded = getattr(runtime, "packs", None)
-    if loaded:
-        return dict(loaded)
-    return _load_packs(runtime.settings.rule_packs_dir)
-
-
-def pack_of(runtime: Any, site: SiteConfig) -> RulePack | None:
+def pack_of(services: Services, site: SiteConfig) -> RulePack | None:
     """The site's jurisdiction pack, if there is one."""
-    return packs(runtime).get(site.jurisdiction)
+    return services.packs.get(site.jurisdiction)
 
 
-def audit(runtime: Any, site: SiteConfig) -> list[AuditItem]:
+def audit(services: Services, site: SiteConfig) -> list[AuditItem]:
     """The static installation audit of one site."""
-    pack = pack_of(runtime, site)
+    pack = pack_of(services, site)
     return [] if pack is None else audit_site(site, pack)
 
 
-async def open_findings(runtime: Any, site_ids: Iterable[str] | None = None) -> list[Finding]:
-    """Open findings: from the finding repository (the record every gateway process
-    shares), else from the rules engine's memory, else none."""
+async def open_findings(services: Services, site_ids: Iterable[str] | None = None) -> list[Finding]:
+    """Open findings from the finding repository (the record every gateway process shares)."""
     wanted = None if site_ids is None else set(site_ids)
-    repo = getattr(runtime, "findings", None)
-    if repo is not None:
-        found: list[Finding] = await repo.open_findings()
-    else:
-        engine = getattr(runtime, "engine", None) or getattr(runtime.pipeline, "detectors", None)
-        getter = getattr(engine, "open_findings", None)
-        found = list(getter()) if getter is not None else []
+    found = await services.findings.open_findings()
     return [f for f in found if wanted is None or f.site_id in wanted]
 
 
-def alerts_enabled(runtime: Any) -> bool:
+def alerts_enabled(services: Services) -> bool:
     """True when an alert manager is wired."""
-    return getattr(runtime, "alerts", None) is not None
+    return services.alerts is not None
 
 
 async def live_alerts(
-    runtime: Any, *, site_id: str | None = None, jurisdiction: str | None = None
+    services: Services, *, site_id: str | None = None, jurisdiction: str | None = None
 ) -> list[Alert]:
     """Open and acknowledged alerts, newest first (empty when alerts are not wired)."""
-    manager = getattr(runtime, "alerts", None)
+    manager = services.alerts
     if manager is None:
         return []
     found: list[Alert] = []
@@ -85,7 +67,7 @@ async def live_alerts(
 
 
 async def readings(
-    runtime: Any,
+    services: Services,
     site_id: str,
     node_id: str,
     start: datetime,
@@ -95,12 +77,11 @@ async def readings(
 ) -> list[Reading]:
     """Raw readings of one node in [start, end)."""
     query = SeriesQuery(site_id, node_id=node_id, fields=fields, start=start, end=end, limit=limit)
-    rows: list[Reading] = await runtime.store.readings(query)
-    return rows
+    return await services.store.readings(query)
 
 
 async def minute_rollups(
-    runtime: Any, site: SiteConfig, start: datetime, end: datetime
+    services: Services, site: SiteConfig, start: datetime, end: datetime
 ) -> dict[str, list[Rollup]]:
     """1-minute rollups of every node over [start, end), completed from raw readings.
 
@@ -109,7 +90,7 @@ async def minute_rollups(
     bucket are computed here from the raw readings with the store's own
     :func:`compute_minutes`: the dashboard shows the last minutes too.
     """
-    stored: list[Rollup] = await runtime.store.rollups(site.id, "1m", start, end)
+    stored = await services.store.rollups(site.id, "1m", start, end)
     by_node: dict[str, list[Rollup]] = {n.id: [] for n in site.nodes}
     for r in stored:
         by_node.setdefault(r.node_id, []).append(r)
@@ -121,7 +102,7 @@ async def minute_rollups(
         if tail_from >= tail_to:
             continue
         raw = await readings(
-            runtime,
+            services,
             site.id,
             node.id,
             datetime.fromtimestamp(tail_from - MAX_HOLD_S, start.tzinfo),
@@ -133,10 +114,10 @@ async def minute_rollups(
 
 
 async def hour_rollups(
-    runtime: Any, site: SiteConfig, start: datetime, end: datetime
+    services: Services, site: SiteConfig, start: datetime, end: datetime
 ) -> dict[str, list[Rollup]]:
     """Stored 1-hour rollups of every node over [start, end)."""
-    stored: list[Rollup] = await runtime.store.rollups(site.id, "1h", start, end)
+    stored = await services.store.rollups(site.id, "1h", start, end)
     by_node: dict[str, list[Rollup]] = {n.id: [] for n in site.nodes}
     for r in stored:
         by_node.setdefault(r.node_id, []).append(r)

@@ -8,10 +8,9 @@ person's units (charts included) and the JavaScript never converts anything.
 
 from __future__ import annotations
 
-from fastapi import Request
-
 # The conversions live in gateway.units (the winter reports use them too); the
 # names are re-exported here for the pages that import them from this module.
+from gateway.pages import UNITS_COOKIE, units_of
 from gateway.units import QUANTITIES, Quantity, UnitSystem, convert, fmt, rounded, unit
 
 __all__ = [
@@ -25,11 +24,3 @@ __all__ = [
     "unit",
     "units_of",
 ]
-
-UNITS_COOKIE = "sumpwatch_units"
-
-
-def units_of(request: Request) -> UnitSystem:
-    """The person's choice: ``?units=`` first, then the cookie, else US customary."""
-    value = request.query_params.get("units") or request.cookies.get(UNITS_COOKIE)
-    return "metric" if value == "metric" else "us"

@@ -23,6 +23,7 @@ from gateway.registry.models import DischargeDestination
 from gateway.rules.audit import AuditItem
 from gateway.rules.catalog import CATALOG
 from gateway.rules.pack import RulePack
+from gateway.services import Services
 from gateway.web import sources
 from gateway.web.units import UnitSystem, fmt, unit
 
@@ -345,7 +346,7 @@ def _discharge(
 
 
 async def site_overview(
-    runtime: Any,
+    runtime: Services,
     site: SiteConfig,
     principal: Principal,
     units: UnitSystem,
@@ -516,7 +517,7 @@ class ConsoleView(BaseModel):
 
 
 async def console_view(
-    runtime: Any,
+    runtime: Services,
     jurisdiction: str,
     sites: list[SiteConfig],
     principal: Principal,

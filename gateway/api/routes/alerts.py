@@ -1,6 +1,8 @@
 """Alerts API: list and filter, acknowledge, assign, resolve, and the delivery log.
 
-The AlertManager comes from ``request.app.state.runtime.alerts``. Who acts is the
+The AlertManager and the alert actions (shared with the page forms) come from the
+gateway's Services; unknown alerts (404) and changes the state does not allow
+(409) are answered by the app's exception handlers (gateway.problems). Who acts is the
 signed-in account when authentication is on (``by`` in the body is then ignored);
 assigning and resolving are for public works and admins; lists are filtered to the
 caller's sites (gateway.accounts.access).
@@ -12,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
 from alerts.channels.apprise import redact
@@ -26,19 +28,27 @@ from alerts.models import (
 )
 from gateway.accounts.models import Principal
 from gateway.api.deps import MAX_OFFSET, PrincipalDep, ScopeDep, StaffDep, UtcTime
-from gateway.api.errors import alert_errors
 from gateway.domain import Severity
+from gateway.errors import NotEnabled
+from gateway.services import AlertActions, ServicesDep
 
 router = APIRouter(tags=["alerts"])
 
 
-def get_alerts(request: Request) -> AlertManager:
-    """The running AlertManager."""
-    manager: AlertManager = request.app.state.runtime.alerts
-    return manager
+def get_alerts(services: ServicesDep) -> AlertManager:
+    """The running AlertManager (503 when alerting is not wired)."""
+    if services.alerts is None:
+        raise NotEnabled("alerts are not enabled on this gateway")
+    return services.alerts
+
+
+def get_alert_actions(alerts: Annotated[AlertManager, Depends(get_alerts)]) -> AlertActions:
+    """Acknowledge, assign, resolve: the same service the page forms use."""
+    return AlertActions(alerts)
 
 
 AlertsDep = Annotated[AlertManager, Depends(get_alerts)]
+ActionsDep = Annotated[AlertActions, Depends(get_alert_actions)]
 
 
 class CitationPublic(BaseModel):
@@ -253,8 +263,7 @@ async def list_alerts(
 @router.get("/alerts/{alert_id}", response_model=AlertDetail)
 async def get_alert(alert_id: str, alerts: AlertsDep) -> AlertDetail:
     """One alert with its notifications."""
-    with alert_errors():
-        alert = await alerts.get(alert_id)
+    alert = await alerts.get(alert_id)
     notes = await alerts.notifications(alert_id)
     return AlertDetail(
         **AlertPublic.of(alert).model_dump(),
@@ -264,33 +273,30 @@ async def get_alert(alert_id: str, alerts: AlertsDep) -> AlertDetail:
 
 @router.post("/alerts/{alert_id}/ack", response_model=AlertPublic)
 async def acknowledge(
-    alert_id: str, body: AckCreate, alerts: AlertsDep, principal: PrincipalDep
+    alert_id: str, body: AckCreate, actions: ActionsDep, principal: PrincipalDep
 ) -> AlertPublic:
     """open -> acknowledged (stops the reminders); 409 unless open."""
-    with alert_errors():
-        return AlertPublic.of(
-            await alerts.acknowledge(alert_id, by=_actor(principal, body.by), note=body.note)
-        )
+    return AlertPublic.of(
+        await actions.acknowledge(alert_id, by=_actor(principal, body.by), note=body.note)
+    )
 
 
 @router.post("/alerts/{alert_id}/assign", response_model=AlertPublic)
 async def assign(
-    alert_id: str, body: AssignCreate, alerts: AlertsDep, _staff: StaffDep
+    alert_id: str, body: AssignCreate, actions: ActionsDep, _staff: StaffDep
 ) -> AlertPublic:
     """Set who handles the alert."""
-    with alert_errors():
-        return AlertPublic.of(await alerts.assign(alert_id, assignee=body.assignee))
+    return AlertPublic.of(await actions.assign(alert_id, assignee=body.assignee))
 
 
 @router.post("/alerts/{alert_id}/resolve", response_model=AlertPublic)
 async def resolve(
-    alert_id: str, body: ResolveCreate, alerts: AlertsDep, staff: StaffDep
+    alert_id: str, body: ResolveCreate, actions: ActionsDep, staff: StaffDep
 ) -> AlertPublic:
     """Resolve by hand with a note; 409 if already resolved."""
-    with alert_errors():
-        return AlertPublic.of(
-            await alerts.resolve(alert_id, by=_actor(staff, body.by), note=body.note)
-        )
+    return AlertPublic.of(
+        await actions.resolve(alert_id, by=_actor(staff, body.by), note=body.note)
+    )
 
 
 @router.get("/alerts/{alert_id}/deliveries", response_model=list[DeliveryPublic])
@@ -298,8 +304,7 @@ async def alert_deliveries(
     alert_id: str, alerts: AlertsDep, limit: Annotated[int, Query(ge=1, le=5000)] = 500
 ) -> list[DeliveryPublic]:
     """Every delivery attempt of one alert, newest first."""
-    with alert_errors():
-        await alerts.get(alert_id)
+    await alerts.get(alert_id)  # NotFound -> 404
     return [DeliveryPublic.of(d) for d in await alerts.deliveries(alert_id=alert_id, limit=limit)]
 
 

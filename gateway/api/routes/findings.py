@@ -3,7 +3,7 @@
 ``GET /findings`` (filters ``site``, ``rule``, ``open``, ``from``, ``to``, ``limit``),
 ``GET /sites/{site_id}/findings``, ``GET /findings/{finding_id}/snapshots`` (the frozen
 evidence), ``GET /audit`` and ``GET /sites/{site_id}/audit``.
-The finding repository, registry and packs come from ``request.app.state.runtime``.
+The finding repository, registry and packs come from the gateway's Services.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from gateway.errors import NotFound
 from gateway.registry.models import SiteConfig
 from gateway.rules.audit import AuditItem, audit_site
 from gateway.rules.catalog import RULE_IDS
+from gateway.services import Services, get_services
 from gateway.state.findings import FindingRepository
 from gateway.state.snapshots import FindingSnapshot
 
@@ -28,7 +29,7 @@ router = APIRouter(tags=["findings"])
 
 
 async def _site_of_finding(request: Request, finding_id: str) -> str:
-    finding = await request.app.state.runtime.findings.get(finding_id)
+    finding = await get_services(request).findings.get(finding_id)
     if finding is None:
         raise NotFound(f"no finding with id {finding_id!r}")
     return str(finding.site_id)
@@ -130,17 +131,16 @@ class SiteAuditPublic(BaseModel):
     items: list[AuditItemPublic]
 
 
-def _runtime(request: Request) -> Any:
-    return request.app.state.runtime
+def _runtime(request: Request) -> Services:
+    return get_services(request)
 
 
 def _repo(request: Request) -> FindingRepository:
-    repo: FindingRepository = _runtime(request).findings
-    return repo
+    return _runtime(request).findings
 
 
 def _site(request: Request, site_id: str) -> SiteConfig:
-    site: SiteConfig | None = _runtime(request).registry.get(site_id)
+    site = _runtime(request).registry.get(site_id)
     if site is None:
         raise HTTPException(status_code=404, detail=f"no site with id {site_id!r}")
     return site

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from gateway.api.deps import RuntimeDep
+from gateway.api.deps import ServicesDep
 from gateway.api.models import HealthPublic
 
 router = APIRouter(tags=["health"])
@@ -17,30 +17,32 @@ LAG_LIMIT_S = 30.0
 
 
 @router.get("/health", response_model=HealthPublic)
-async def health(runtime: RuntimeDep, response: Response) -> HealthPublic:
+async def health(services: ServicesDep, response: Response) -> HealthPublic:
     """Broker connection, store writability and ingest lag; 503 when degraded."""
-    writable = await runtime.store.healthy()
-    lag = runtime.writer.oldest_pending_age()
-    ok = runtime.source.connected and writable and lag < LAG_LIMIT_S
+    writable = await services.store.healthy()
+    ingest = services.ingest
+    writer = ingest.pipeline.writer if ingest is not None else None
+    lag = writer.oldest_pending_age() if writer is not None else 0.0
+    connected = ingest is not None and ingest.source.connected
+    ok = connected and writable and lag < LAG_LIMIT_S
     if not ok:
         response.status_code = 503
     return HealthPublic(
         status="ok" if ok else "degraded",
-        broker_connected=runtime.source.connected,
-        store=runtime.store.name,
+        broker_connected=connected,
+        store=services.store.name,
         store_writable=writable,
         ingest_lag_s=round(lag, 3),
-        pending=runtime.writer.pending,
-        last_message_at=runtime.pipeline.last_message_at,
-        last_flush_at=runtime.writer.last_flush_at,
-        uptime_s=round((datetime.now(UTC) - runtime.started_at).total_seconds(), 1),
+        pending=writer.pending if writer is not None else 0,
+        last_message_at=ingest.pipeline.last_message_at if ingest is not None else None,
+        last_flush_at=writer.last_flush_at if writer is not None else None,
+        uptime_s=round((datetime.now(UTC) - services.started_at).total_seconds(), 1),
     )
 
 
 @router.get("/metrics", response_class=Response)
-async def metrics(runtime: RuntimeDep) -> Response:
+async def metrics(services: ServicesDep) -> Response:
     """Prometheus text format."""
-    stats = getattr(runtime.store, "stats", None)
-    if stats is not None:  # InfluxDB store: spool size, spool_full, influx_up, ...
-        runtime.metrics.extra_gauges = {f"store_{k}": v for k, v in stats().items()}
-    return Response(runtime.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    # InfluxDB store: spool size, spool_full, influx_up, ...; SQLite has none.
+    services.metrics.extra_gauges = {f"store_{k}": v for k, v in services.store.stats().items()}
+    return Response(services.metrics.render(), media_type=CONTENT_TYPE_LATEST)

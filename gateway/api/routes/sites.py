@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 
-from gateway.api.deps import RuntimeDep, ScopeDep, SiteDep, UtcTime
+from gateway.api.deps import ScopeDep, ServicesDep, SiteDep, UtcTime
 from gateway.api.models import NodePublic, ReadingPublic, ReadingsPublic, SitePublic, SiteSummary
 from gateway.contract import FIELDS
 from gateway.store.base import SeriesQuery
@@ -21,10 +21,10 @@ async def list_sites(scope: ScopeDep) -> list[SiteSummary]:
 
 
 @router.get("/sites/{site_id}", response_model=SitePublic)
-async def get_site(site: SiteDep, runtime: RuntimeDep) -> SitePublic:
+async def get_site(site: SiteDep, services: ServicesDep) -> SitePublic:
     """One site with its nodes, their availability and the installation."""
-    statuses = {s.node_id: s for s in await runtime.state.statuses(site.id)}
-    latest = await runtime.store.latest(site.id)
+    statuses = {s.node_id: s for s in await services.state.statuses(site.id)}
+    latest = await services.store.latest(site.id)
     nodes = []
     for node in site.nodes:
         status = statuses.get(node.id)
@@ -51,7 +51,7 @@ async def get_site(site: SiteDep, runtime: RuntimeDep) -> SitePublic:
 @router.get("/sites/{site_id}/readings", response_model=ReadingsPublic)
 async def site_readings(
     site: SiteDep,
-    runtime: RuntimeDep,
+    services: ServicesDep,
     node: Annotated[str | None, Query(description="Only this node")] = None,
     field: Annotated[list[str] | None, Query(description="Only these fields")] = None,
     start: Annotated[UtcTime | None, Query(alias="from", description="From (inclusive)")] = None,
@@ -65,7 +65,7 @@ async def site_readings(
     unknown = [f for f in fields if f not in FIELDS]
     if unknown:
         raise HTTPException(422, detail=f"unknown field(s) {unknown}; known: {sorted(FIELDS)}")
-    rows = await runtime.store.readings(
+    rows = await services.store.readings(
         SeriesQuery(site.id, node_id=node, fields=fields, start=start, end=end, limit=limit)
     )
     return ReadingsPublic(

@@ -1,0 +1,1 @@
+"""Dashboards shipped with SumpWatch: the web pages (package data) and Grafana's JSON."""

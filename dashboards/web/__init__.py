@@ -1,0 +1,1 @@
+"""Templates and static assets of the pages, loaded as package data by gateway.pages."""

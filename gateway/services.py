@@ -1,0 +1,103 @@
+"""What the edges (API, pages, reports, accounts) may use of a running gateway.
+
+The composition root (:mod:`gateway.runtime`) builds one :class:`Services` and
+puts it on ``app.state.services``; every route reaches it through
+:data:`ServicesDep`. The edges therefore never import the runtime, never see the
+pipeline's internals, and never guess with ``getattr`` what a gateway offers:
+what is here is typed, and what can be missing says so with ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from alerts.manager import AlertManager
+from alerts.models import Alert
+from gateway.ingest import MqttSource
+from gateway.metrics import Metrics
+from gateway.pipeline import Pipeline
+from gateway.registry import SiteRegistry
+from gateway.rules.pack import RulePack
+from gateway.settings import Settings
+from gateway.state.database import SqliteDatabase
+from gateway.state.deadletters import StateRepository
+from gateway.state.findings import FindingRepository
+from gateway.store.base import TimeSeriesStore
+
+
+@dataclass(frozen=True)
+class AlertActions:
+    """The one place an alert is acknowledged, assigned or resolved by a person.
+
+    Both ``/alerts/{id}/...`` (JSON) and ``/ui/alerts/{id}/...`` (page forms) call
+    it; an unknown alert raises :class:`~gateway.errors.NotFound` and a change the
+    alert's state does not allow raises ``InvalidTransition``, which the app's
+    exception handlers (:mod:`gateway.problems`) answer with 404 and 409.
+    """
+
+    manager: AlertManager
+
+    async def acknowledge(self, alert_id: str, *, by: str, note: str | None) -> Alert:
+        """open -> acknowledged; an empty note counts as none."""
+        return await self.manager.acknowledge(alert_id, by=by, note=note or None)
+
+    async def assign(self, alert_id: str, *, assignee: str | None) -> Alert:
+        """Who at public works handles it; blank unassigns."""
+        return await self.manager.assign(alert_id, assignee=_blank_is_none(assignee))
+
+    async def resolve(self, alert_id: str, *, by: str, note: str | None) -> Alert:
+        """Resolved by hand; an empty note counts as none."""
+        return await self.manager.resolve(alert_id, by=by, note=note or None)
+
+
+def _blank_is_none(text: str | None) -> str | None:
+    stripped = (text or "").strip()
+    return stripped or None
+
+
+@dataclass(frozen=True)
+class Ingest:
+    """The live ingest path, read by ``/health`` (connection, write lag)."""
+
+    source: MqttSource
+    pipeline: Pipeline
+
+
+@dataclass(frozen=True)
+class Services:
+    """Everything a route may read or act on, built once by the runtime."""
+
+    settings: Settings
+    registry: SiteRegistry
+    packs: Mapping[str, RulePack]
+    store: TimeSeriesStore
+    #: The SQLite handle the account tables (and the report CLI) open on.
+    db: SqliteDatabase
+    findings: FindingRepository
+    #: None when this app runs without alerting (a report-only or test app).
+    alerts: AlertManager | None
+    state: StateRepository
+    metrics: Metrics = field(default_factory=Metrics)
+    #: None when this app does not ingest (it reads a database others write).
+    ingest: Ingest | None = None
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def alert_actions(self) -> AlertActions | None:
+        """The alert actions, when alerting is wired."""
+        return None if self.alerts is None else AlertActions(self.alerts)
+
+
+def get_services(request: Request) -> Services:
+    """The Services the lifespan put on ``app.state``."""
+    services: Services = request.app.state.services
+    return services
+
+
+#: The one dependency through which routes reach the running gateway.
+ServicesDep = Annotated[Services, Depends(get_services)]
