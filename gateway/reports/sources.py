@@ -8,6 +8,7 @@ is reported as "not available" in the document rather than shown as "none".
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import sqlite3
 from collections.abc import Awaitable
@@ -16,7 +17,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from alerts.models import Alert, AlertQuery
-from gateway.domain import Finding
+from gateway.domain import Confirmation, ConfirmationSource, Finding
 from gateway.errors import StoreError
 from gateway.registry.models import SiteRegistry
 from gateway.rules.pack import RulePack, load_packs
@@ -93,6 +94,15 @@ class OpenedFindings:
             self._opened = True
         return await self.repo.list(site_id=site_id, since=since, until=until, limit=MAX_FINDINGS)
 
+    async def level_histories(
+        self, finding_ids: builtins.list[str]
+    ) -> dict[str, builtins.list[tuple[datetime, str]]]:
+        """Each finding's ``(at, level)`` events, oldest first."""
+        if not self._opened:
+            await self.repo.open()
+            self._opened = True
+        return await self.repo.level_histories(finding_ids)
+
 
 @dataclass(frozen=True)
 class ReportSources:
@@ -103,6 +113,30 @@ class ReportSources:
     store: TimeSeriesStore
     findings: FindingSource | None = None
     alerts: AlertSource | None = None
+    #: Inspections and observations that confirm or refute what telemetry suspects.
+    confirmations: ConfirmationSource | None = None
+
+    async def levels_of(self, findings: list[Finding]) -> dict[str, list[tuple[datetime, str]]]:
+        """Level histories of the findings, where the findings source keeps them.
+
+        A source without histories gives none; the verdict then takes each finding's
+        last level for its whole span and the report says so.
+        """
+        getter = getattr(self.findings, "level_histories", None)
+        if getter is None or not findings:
+            return {}
+        result = getter([f.id for f in findings])
+        if inspect.isawaitable(result):
+            result = await result
+        return dict(result)
+
+    def confirmations_of(
+        self, site_id: str, since: datetime, until: datetime
+    ) -> list[Confirmation]:
+        """Confirming or refuting records of one site in [since, until)."""
+        if self.confirmations is None:
+            return []
+        return self.confirmations.confirmations(site_id, since, until)
 
     async def findings_of(self, site_id: str, since: datetime, until: datetime) -> list[Finding]:
         """Findings of one site overlapping [since, until) (empty without a repository)."""
@@ -158,4 +192,19 @@ def sources_from_runtime(runtime: Any) -> ReportSources:
         store=runtime.store,
         findings=findings,
         alerts=alerts,
+        confirmations=confirmation_source(runtime),
     )
+
+
+def confirmation_source(runtime: Any) -> ConfirmationSource:
+    """The runtime's confirmation store when one is wired (``confirmations``), else
+    :class:`~gateway.rules.verdict.NoConfirmations`: nothing records them yet."""
+    from gateway.rules.verdict import NoConfirmations
+
+    found = getattr(runtime, "confirmations", None)
+    if found is None:
+        found = getattr(runtime, "extras", {}).get("confirmations")
+    if found is None or not hasattr(found, "confirmations"):
+        return NoConfirmations()
+    source: ConfirmationSource = found
+    return source

@@ -19,6 +19,7 @@ from gateway.domain import Finding, Reading
 from gateway.registry import SiteConfig
 from gateway.rules.audit import AuditItem, audit_site
 from gateway.rules.pack import RulePack, load_packs
+from gateway.rules.verdict import Verdict, site_verdict
 from gateway.store.base import Rollup, SeriesQuery
 from gateway.store.rollups import MAX_HOLD_S, compute_minutes, floor_to
 
@@ -48,6 +49,34 @@ def audit(runtime: Any, site: SiteConfig) -> list[AuditItem]:
     """The static installation audit of one site."""
     pack = pack_of(runtime, site)
     return [] if pack is None else audit_site(site, pack)
+
+
+async def verdict(
+    runtime: Any, site: SiteConfig, now: datetime, findings: list[Finding] | None = None
+) -> Verdict:
+    """The site's one compliance verdict now (gateway.rules.verdict): the audit, its
+    open findings with their level history, confirmations and waivers. The reports
+    compute the same verdict over a season."""
+    from gateway.reports.sources import confirmation_source
+
+    if findings is None:
+        findings = await open_findings(runtime, [site.id])
+    mine = [f for f in findings if f.site_id == site.id]
+    histories: dict[str, list[tuple[datetime, str]]] = {}
+    getter = getattr(getattr(runtime, "findings", None), "level_histories", None)
+    if getter is not None and mine:
+        histories = await getter([f.id for f in mine])
+    since = min((f.opened_at for f in mine), default=now)
+    records = confirmation_source(runtime).confirmations(site.id, since, now + timedelta(seconds=1))
+    return site_verdict(
+        site,
+        pack_of(runtime, site),
+        as_of=now,
+        findings=mine,
+        histories=histories,
+        confirmations=records,
+        since=since,
+    )
 
 
 async def open_findings(runtime: Any, site_ids: Iterable[str] | None = None) -> list[Finding]:
