@@ -312,8 +312,17 @@ def _totals(days: Sequence[DayStats]) -> SiteTotals:
     )
 
 
+def _dated_citations(
+    f: Finding, pack: RulePack | None, days: Iterable[date]
+) -> tuple[Citation, ...]:
+    """The finding's citations that apply on its days (Edgar (e)(1)b only in season)."""
+    if pack is None or not f.citations or not pack.rule(f.rule_id).enforced:
+        return tuple(f.citations)
+    return _unique_citations(c for day in sorted(days) for c in pack.citations_on(f.rule_id, day))
+
+
 def _finding_entries(
-    findings: Sequence[Finding], period: SeasonPeriod, through: datetime
+    findings: Sequence[Finding], period: SeasonPeriod, through: datetime, pack: RulePack | None
 ) -> list[FindingEntry]:
     out = []
     for f in sorted(findings, key=lambda f: (f.opened_at, f.rule_id)):
@@ -328,7 +337,7 @@ def _finding_entries(
                 cleared_at=f.cleared_at,
                 enforced=bool(f.citations),
                 evidence=dict(f.evidence),
-                citations=tuple(f.citations),
+                citations=_dated_citations(f, pack, days) if days else tuple(f.citations),
                 action=f.action,
                 days=len(days),
             )
@@ -607,7 +616,7 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
     days = _days(site, inst, period, hours, sanitary, icing_days, verdict)
     totals = _totals(days)
     coverage = _coverage(site, hours)
-    findings = _finding_entries(raw_findings, period, through)
+    findings = _finding_entries(raw_findings, period, through, pack)
     alerts, alert_summary = _alerts(inputs.alerts)
     in_period = {d.day for d in days}
     confirmed_days = [d for d in verdict.confirmed_days if d in in_period]
