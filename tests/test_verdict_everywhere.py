@@ -19,7 +19,16 @@ from fastapi import Depends, FastAPI
 from gateway.accounts.access import access_control
 from gateway.accounts.models import Principal, Role
 from gateway.api.routes.findings import router
-from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
+from gateway.contract import NodeKind
+from gateway.domain import (
+    Audience,
+    Citation,
+    Finding,
+    FindingChange,
+    FindingEvent,
+    Reading,
+    Severity,
+)
 from gateway.registry.models import load_registry
 from gateway.rules.pack import load_packs
 from gateway.rules.repository import FindingRepository
@@ -122,8 +131,11 @@ async def test_the_dashboard_and_the_console_read_the_same_verdict_as_the_api(
 
 async def test_the_dashboard_does_not_call_a_suspected_hose_a_fact(runtime: Any) -> None:
     site = runtime.registry.require("elm-14")
+    pit = Reading("elm-14", "pit", NodeKind.PIT, NOW, 1, "b", {"level_cm": 20.0}, NOW)
+    await runtime.store.write([pit])
     page = await views.site_overview(runtime, site, OWNER, "us", now=NOW)
     assert page.verdict_status == "suspected"
+    assert page.status.headline == "Suspected: Sump water is going into the sanitary sewer"
     assert page.destination_lawful is None
     assert page.destination_note.startswith("Suspected, not confirmed")
 

@@ -298,6 +298,7 @@ def _status(
     now: datetime,
     silence_factor: float,
     staff: bool = False,
+    suspected: frozenset[str] = frozenset(),
 ) -> StatusView:
     pit_node = site.node_of_kind(NodeKind.PIT)
     pit = latest.get(pit_node.id) if pit_node else None
@@ -330,7 +331,10 @@ def _status(
         f for f in findings if f.severity is Severity.CRITICAL
     ]
     if problems:
-        return StatusView(state="problem", headline=problems[0].title, detail=problems[0].action)
+        first = problems[0]
+        # Telemetry alone suspects a violation; the banner must not state it as a fact.
+        headline = f"Suspected: {first.title}" if first.rule_id in suspected else first.title
+        return StatusView(state="problem", headline=headline, detail=first.action)
     concerns = [a for a in alerts if a.severity is Severity.WARNING] + [
         f for f in findings if f.severity is Severity.WARNING
     ]
@@ -467,7 +471,9 @@ async def site_overview(
         updated_text=sources.local_time(now, site, now),
         has_data=bool(latest),
         last_reading_ms=int(newest.timestamp() * 1000) if newest else None,
-        status=_status(site, latest, findings, alerts, now, factor, staff),
+        status=_status(
+            site, latest, findings, alerts, now, factor, staff, _suspected_rules(verdict)
+        ),
         pit=_pit_view(site, pit.number("level_cm") if pit else None, units),
         pump_text="—" if pump_on is None else ("Running" if pump_on else "Off"),
         pump_running=None if pump_on is None else bool(pump_on),
@@ -501,6 +507,12 @@ async def site_overview(
         compliance=compliance,
         nodes=nodes,
     )
+
+
+def _suspected_rules(verdict: Verdict) -> frozenset[str]:
+    """Rules with a suspected and no confirmed violation spell."""
+    confirmed = {s.rule_id for s in verdict.confirmed}
+    return frozenset(s.rule_id for s in verdict.suspected if s.rule_id not in confirmed)
 
 
 def verdict_installation(site: SiteConfig, now: datetime) -> Any:
@@ -585,8 +597,10 @@ async def console_view(
         latest: dict[str, Reading] = await runtime.store.latest(site.id)
         site_findings = [f for f in findings if f.site_id == site.id]
         site_alerts = [a for a in alerts if a.site_id == site.id]
-        status = _status(site, latest, site_findings, site_alerts, now, factor, staff=True)
         verdict = await sources.verdict(runtime, site, now, site_findings)
+        status = _status(
+            site, latest, site_findings, site_alerts, now, factor, True, _suspected_rules(verdict)
+        )
         items = list(verdict.audit)
         state = _VERDICT_STATE.get(verdict.status, status.state)
         if _STATE_RANK[state] > _STATE_RANK[status.state]:
