@@ -159,3 +159,37 @@ def test_seasonal_citations_apply_by_date_in_the_verdict(runtime: Any) -> None:
         v = site_verdict(site, pack, as_of=opened + timedelta(days=1), findings=[icing(opened)])
         assert v.status is VerdictStatus.SUSPECTED
         assert [c.section for c in v.suspected[0].citations] == expected
+
+
+def test_the_strongest_first_step_wins_when_several_violations_are_confirmed(
+    runtime: Any,
+) -> None:
+    from gateway.domain import Confirmation, ConfirmationKind
+
+    site = runtime.registry.require("elm-16")
+    jan = datetime(2027, 1, 10, 12, tzinfo=UTC)
+
+    def finding(rule: str, opened: datetime) -> Finding:
+        return Finding(
+            id=rule, rule_id=rule, site_id="elm-16", severity=Severity.CRITICAL, title=rule,
+            opened_at=opened, updated_at=opened, cleared_at=opened + timedelta(hours=5),
+            level="violation",
+        )  # fmt: skip
+
+    records = [
+        Confirmation("c1", "elm-16", "icing_risk", ConfirmationKind.OBSERVATION,
+                     jan + timedelta(hours=1), True, "public works"),
+        Confirmation("c2", "elm-16", "sanitary_discharge", ConfirmationKind.INSPECTION,
+                     jan + timedelta(days=2, hours=1), True, "inspector"),
+    ]  # fmt: skip
+    v = site_verdict(
+        site,
+        runtime.packs["edgar"],
+        as_of=jan + timedelta(days=5),
+        findings=[
+            finding("icing_risk", jan),
+            finding("sanitary_discharge", jan + timedelta(days=2)),
+        ],
+        confirmations=records,
+    )
+    assert v.next_step is not None and v.next_step.step == "order"

@@ -348,28 +348,32 @@ def _confirm(
     return sorted(out, key=lambda s: (s.start, s.rule_id))
 
 
+#: Which first step outranks which when several spells call for one.
+_STEP_RANK = {"order": 0, "citation": 1, "notice": 2, "inspection": 3}
+
+
+def _step_for(pack: RulePack, s: Spell) -> tuple[EnforcementStep | None, str]:
+    spec = pack.rule(s.rule_id)
+    if s.status == "suspected":
+        return spec.on_suspected, f"suspected: {s.title}"
+    if s.status != "confirmed" or spec.on_confirmed is None:
+        return None, ""
+    if spec.on_confirmed.requires == "inspection" and not s.inspected:
+        # The text ties this step to an inspection; an observation is not one.
+        return spec.on_suspected, f"observed, not yet inspected: {s.title}"
+    return spec.on_confirmed, f"confirmed: {s.title}"
+
+
 def _next_step(
     pack: RulePack | None, verdict_spells: Sequence[Spell]
 ) -> tuple[EnforcementStep | None, str]:
-    """The village's first step, as the pack's text provides it."""
+    """The village's first step, as the pack's text provides it (the strongest one due)."""
     if pack is None:
         return None, ""
-    for s in verdict_spells:
-        if s.status != "confirmed":
-            continue
-        spec = pack.rule(s.rule_id)
-        step = spec.on_confirmed
-        if step is not None and (step.requires != "inspection" or s.inspected):
-            return step, f"confirmed: {s.title}"
-        if step is not None and spec.on_suspected is not None:
-            # The text ties this step to an inspection; an observation is not one.
-            return spec.on_suspected, f"observed, not yet inspected: {s.title}"
-    for s in verdict_spells:
-        if s.status == "suspected":
-            step = pack.rule(s.rule_id).on_suspected
-            if step is not None:
-                return step, f"suspected: {s.title}"
-    return None, ""
+    due = [(step, why) for step, why in (_step_for(pack, s) for s in verdict_spells) if step]
+    if not due:
+        return None, ""
+    return min(due, key=lambda d: _STEP_RANK.get(d[0].step, 9))
 
 
 def site_verdict(
