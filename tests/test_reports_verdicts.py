@@ -320,6 +320,7 @@ async def test_an_edgar_site_with_an_approved_waiver_is_not_reported_out_of_comp
     report = await report_for(db, [waived_site("edgar")], "w")
     assert report.compliance.status is not ComplianceStatus.VIOLATION
     assert report.totals.violation_days == report.totals.suspected_days == 0
+    assert report.penalties.max_usd == 0.0 and report.penalties_if_confirmed is None
     assert [a.status for a in report.audit if a.requirement_id == "no_sanitary_destination"] == [
         "waived"
     ]
@@ -345,6 +346,9 @@ async def test_a_home_with_every_fact_recorded_and_met_is_stated_in_compliance(
     report = await report_for(db, [site("good")], "good", now=SEASON_START + timedelta(days=1))
     assert report.compliance.status is ComplianceStatus.COMPLIANT
     assert "every applicable requirement was checked and met" in report.compliance.statement
+    assert report.totals.violation_days == report.totals.suspected_days == 0
+    assert report.penalties.max_usd == 0.0 and report.penalties_if_confirmed is None
+    assert report.recommendation is Recommendation.NONE
 
 
 async def test_a_home_with_unrecorded_facts_is_no_violation_found_but_not_checked(
@@ -357,6 +361,8 @@ async def test_a_home_with_unrecorded_facts_is_no_violation_found_but_not_checke
     assert report.compliance.status is ComplianceStatus.NOT_CHECKED
     assert report.compliance.statement.startswith("No violation found; 8 requirements not checked")
     assert "whether the discharge line is rigid pipe" in report.compliance.statement
+    assert report.penalties.max_usd == 0.0
+    assert report.recommendation is Recommendation.NONE
 
 
 async def test_a_past_season_report_does_not_change_after_the_owner_fixes_the_line(

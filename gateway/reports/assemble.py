@@ -723,7 +723,7 @@ def status_row(report: SiteReport) -> SiteStatusRow:
     )
 
 
-def _priority_key(row: SiteStatusRow) -> tuple[int, float, int, int, str]:
+def _priority_key(row: SiteStatusRow) -> tuple[int, float, int, int, int, str]:
     rank = {
         Recommendation.ORDER: 0,
         Recommendation.CITATION: 0,
@@ -735,6 +735,7 @@ def _priority_key(row: SiteStatusRow) -> tuple[int, float, int, int, str]:
         rank[row.recommendation],
         -row.sanitary_l,
         -row.violation_days,
+        -row.suspected_days,
         -row.audit_failures,
         row.site_id,
     )
