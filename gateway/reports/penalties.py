@@ -105,7 +105,7 @@ def estimate_penalties(
         rate = _range_text(p)
         if p.per == "month":
             names = ", ".join(_month_label(m) for m in months) or "none"
-            basis = f"{len(months)} month(s) with a violation finding ({names}); {rate}"
+            basis = f"{len(months)} month(s) with a violation day ({names}); {rate}"
             lines.append(_line(p, len(months), basis, additive=True))
         elif p.per == "year":
             years = sorted({d.year for d in days})
