@@ -28,6 +28,7 @@ from gateway.domain import (
 from gateway.registry.models import SiteConfig, SiteRegistry
 from gateway.reports.assemble import assemble_site_report
 from gateway.reports.models import ComplianceStatus, Recommendation, SiteReport
+from gateway.reports.render_html import site_html
 from gateway.reports.sources import ReportSources
 from gateway.rules.pack import load_packs
 from gateway.rules.repository import FindingRepository
@@ -248,6 +249,10 @@ async def test_an_intermittent_hose_without_an_inspection_is_suspected_and_costs
     # Edgar (f)(2)a: the owner schedules an inspection within 30 days of notice.
     assert report.recommendation is Recommendation.INSPECTION
     assert "30 days" in report.next_step and "(f)(2)a" in report.next_step
+    page = site_html(report)
+    assert "Suspected episodes (telemetry only, not counted above)" in page
+    assert "If every suspected episode were confirmed, the estimate would be $600" in page
+    assert "Suspected violation (not confirmed)" in page
 
 
 async def test_an_inspection_that_finds_the_hose_confirms_its_episode_and_allows_an_order(
