@@ -414,3 +414,28 @@ def test_a_site_failing_three_requirements_has_one_verdict_not_in_compliance() -
     homeowner = verdict.sentence("homeowner")
     assert staff.startswith("Not in compliance") and "registered installation fails 3" in staff
     assert "your installation fails 3" in homeowner
+
+
+async def test_a_line_fixed_mid_season_still_shows_what_it_failed_while_in_place(
+    db: SqliteDatabase,
+) -> None:
+    fixed_in_january = site(
+        "h",
+        installation=GOOD_GRADE,
+        installation_history=[
+            {
+                **GOOD_GRADE,
+                "pipe_rigid": False,
+                "valid_from": "2025-05-01",
+                "valid_to": "2027-01-10",
+            }
+        ],
+    )
+    report = await report_for(db, [fixed_in_january], "h")
+    (item,) = [a for a in report.audit if a.status == "fail"]
+    assert item.requirement_id == "rigid_line"
+    assert item.message.startswith(
+        "Until 2027-01-10 (earlier record): The discharge line is flexible"
+    )
+    assert report.compliance.status is ComplianceStatus.VIOLATION
+    assert any("changed on 2027-01-11" in n for n in report.notes)

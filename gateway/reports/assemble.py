@@ -595,7 +595,8 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
         notes.append(
             "The installation record changed on "
             + ", ".join(f"{d:%Y-%m-%d}" for d in changes)
-            + f"; the audit uses the record in force on {audited_on:%Y-%m-%d}."
+            + f"; the audit uses the record in force on {audited_on:%Y-%m-%d} and lists "
+            "what each earlier record of the season failed or left unchecked."
         )
     hours = _hours(site, inputs.rollups, period.start, through)
     raw_findings = inputs.findings
@@ -607,6 +608,7 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
         histories=inputs.histories,
         confirmations=inputs.confirmations,
         since=period.start,
+        audit_from=period.first_day,
     )
     icing_days = _days_overlapped(
         _icing_intervals(raw_findings, inputs.histories, through), period, through

@@ -376,6 +376,29 @@ def _next_step(
     return min(due, key=lambda d: _STEP_RANK.get(d[0].step, 9))
 
 
+def _audit_over(
+    site: SiteConfig, pack: RulePack, as_of: datetime, first: date | None
+) -> tuple[AuditItem, ...]:
+    """The audit as of ``as_of``, preceded by the failed or unchecked items of each
+    earlier installation record in force since local day ``first``."""
+    last = as_of.astimezone(site.tz).date()
+    current = audit_site(site, pack, at=as_of)
+    if first is None:
+        return tuple(current)
+    starts = [first, *site.installation_changes(first, last)]
+    earlier: list[AuditItem] = []
+    for start, next_start in pairwise(starts):
+        until = next_start - timedelta(days=1)
+        for item in audit_site(site, pack, at=as_of, installation=site.installation_on(start)):
+            if item.status in ("fail", "unknown", "waived"):
+                earlier.append(
+                    replace(
+                        item, message=f"Until {until:%Y-%m-%d} (earlier record): {item.message}"
+                    )
+                )
+    return (*earlier, *current)
+
+
 def site_verdict(
     site: SiteConfig,
     pack: RulePack | None,
@@ -385,16 +408,19 @@ def site_verdict(
     histories: Mapping[str, LevelHistory] | None = None,
     confirmations: Sequence[Confirmation] = (),
     since: datetime | None = None,
+    audit_from: date | None = None,
 ) -> Verdict:
     """The site's verdict at ``as_of`` over the findings of ``[since, as_of)``.
 
     The audit uses the installation record in force on ``as_of``'s local day and
-    the waivers in force at ``as_of``.
+    the waivers in force at ``as_of``; with ``audit_from`` (a season report), also
+    every earlier record in force from that local day on, so a line fixed mid-season
+    still shows what it failed while it was in place.
     """
     since = since or min((f.opened_at for f in findings), default=as_of)
     if pack is None:
         return Verdict(site.id, as_of, VerdictStatus.NO_PACK, site.jurisdiction, (), ())
-    audit = tuple(audit_site(site, pack, at=as_of))
+    audit = _audit_over(site, pack, as_of, audit_from)
     spells = tuple(spells_of(site, pack, findings, histories or {}, confirmations, since, as_of))
     step, reason = _next_step(pack, spells)
     if any(s.status == "confirmed" for s in spells) or any(a.status == "fail" for a in audit):
