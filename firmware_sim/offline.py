@@ -177,17 +177,18 @@ def registry_homes(registry: SiteRegistry, scenario: ScenarioModel) -> list[Home
         template = scenario.home[i % len(scenario.home)]
         inst = site.installation
         pit = site.pit
-        line = template.line.model_copy(
-            update={
-                "destination": inst.destination.value,
-                "pipe_inside_diameter_in": inst.pipe_inside_diameter_in,
-                "line_length_m": inst.line_length_m,
-                "line_rise_m": inst.line_rise_m,
-                "check_valve": inst.check_valve,
-                "outlet_to_walkway_ft": inst.outlet_to_walkway_ft,
-                "exterior_length_m": 5.0 if inst.destination == "storm_lateral" else 2.0,
-            }
-        )
+        recorded = {
+            "destination": None if inst.destination is None else inst.destination.value,
+            "pipe_inside_diameter_in": inst.pipe_inside_diameter_in,
+            "line_length_m": inst.line_length_m,
+            "line_rise_m": inst.line_rise_m,
+            "check_valve": inst.check_valve,
+        }
+        # A fact the registry does not record keeps the template's value.
+        update: dict[str, object] = {k: v for k, v in recorded.items() if v is not None}
+        update["outlet_to_walkway_ft"] = inst.outlet_to_walkway_ft
+        update["exterior_length_m"] = 5.0 if inst.destination == "storm_lateral" else 2.0
+        line = template.line.model_copy(update=update)
         pit_model = PitModel(
             diameter_cm=pit.diameter_cm,
             depth_cm=pit.depth_cm,

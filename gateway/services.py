@@ -11,18 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import Depends, Request
 
 from alerts.manager import AlertManager
 from alerts.models import Alert
+from gateway.domain import ConfirmationSource, Finding
 from gateway.ingest import MqttSource
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline
 from gateway.registry import SiteRegistry
+from gateway.registry.models import SiteConfig
 from gateway.rules.pack import RulePack
+from gateway.rules.verdict import NoConfirmations, Verdict, site_verdict
 from gateway.settings import Settings
 from gateway.state.database import SqliteDatabase
 from gateway.state.deadletters import StateRepository
@@ -85,6 +88,9 @@ class Services:
     metrics: Metrics = field(default_factory=Metrics)
     #: None when this app does not ingest (it reads a database others write).
     ingest: Ingest | None = None
+    #: Inspections and observations that confirm (or refute) what telemetry suspects;
+    #: none recorded where no case store is wired.
+    confirmations: ConfirmationSource = field(default_factory=NoConfirmations)
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
@@ -101,3 +107,26 @@ def get_services(request: Request) -> Services:
 
 #: The one dependency through which routes reach the running gateway.
 ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+async def current_verdict(
+    services: Services, site: SiteConfig, now: datetime, findings: list[Finding] | None = None
+) -> Verdict:
+    """The site's one compliance verdict now (gateway.rules.verdict): the audit, its
+    open findings with their level history, confirmations and waivers. The pages and
+    the API read this; the reports compute the same verdict over a season."""
+    if findings is None:
+        findings = await services.findings.open_findings()
+    mine = [f for f in findings if f.site_id == site.id]
+    histories = await services.findings.level_histories([f.id for f in mine]) if mine else {}
+    since = min((f.opened_at for f in mine), default=now)
+    records = services.confirmations.confirmations(site.id, since, now + timedelta(seconds=1))
+    return site_verdict(
+        site,
+        services.packs.get(site.jurisdiction),
+        as_of=now,
+        findings=mine,
+        histories=histories,
+        confirmations=records,
+        since=since,
+    )

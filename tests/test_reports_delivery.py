@@ -139,7 +139,8 @@ async def test_api_returns_the_site_csv_as_an_attachment_in_gallons_by_default(
     assert rows[-1]["date"] == "TOTAL"
     assert "outlet_volume_l" not in rows[-1]
     assert float(rows[-1]["outlet_volume_gal"]) == round(convert("volume", OUTLET_L, "us"), 1)
-    assert rows[-1]["violation_day"] != "0"
+    # A telemetry finding alone is a suspected violation, not a confirmed one.
+    assert rows[-1]["violation_day"] == "0" and rows[-1]["suspected_day"] != "0"
 
 
 async def test_api_gives_litres_and_celsius_with_units_metric(client: httpx.AsyncClient) -> None:
@@ -162,7 +163,8 @@ async def test_api_returns_a_pdf_and_a_village_html_page(client: httpx.AsyncClie
     html = await client.get(f"/reports/winter?season={SEASON}&jurisdiction=edgar&format=html")
     assert html.status_code == 200
     assert html.headers["content-disposition"].startswith("inline")
-    assert "12 Elm St" in html.text and "Order" in html.text
+    # Telemetry alone: Edgar's first step is the inspection of (f)(2)a, not an order.
+    assert "12 Elm St" in html.text and "Inspection" in html.text
 
 
 async def test_api_refuses_unknown_sites_bad_seasons_and_double_scopes(
@@ -190,7 +192,7 @@ def test_cli_writes_the_report_named_by_its_scope_into_a_folder(tmp_path: Path) 
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader((out / "winter-2026-2027-edgar.csv").open()))
     assert [r["site_id"] for r in rows] == ["h1", "TOTAL"]
-    assert rows[0]["status"] == "violation" and rows[0]["recommendation"] == "order"
+    assert rows[0]["status"] == "suspected" and rows[0]["recommendation"] == "inspection"
 
 
 def test_cli_writes_metric_reports_with_units_metric(tmp_path: Path) -> None:

@@ -76,6 +76,17 @@ SCENARIO = {
             "id": "good",
             "jurisdiction": "edgar",
             "line": {"destination": "grade", "outlet_to_walkway_ft": 30},
+            # Every fact Edgar checks, recorded: only then can a report say "in compliance".
+            "registered": {
+                "pipe_rigid": True,
+                "valving_or_quick_connect": False,
+                "outlet_to_foundation_ft": 4,
+                "outlet_to_property_line_ft": 18,
+                "outlet_height_above_grade_ft": 1.0,
+                "flows_toward_property_line": False,
+                "storm_sewer_available": False,
+                "outlet_to_right_of_way_ft": 40,
+            },
             "inflow": {"baseflow_lpm": 1.0},
         },
     ],
@@ -176,22 +187,28 @@ async def sources(season: Season) -> AsyncIterator[ReportSources]:
     await db.close()
 
 
-async def test_sanitary_home_is_reported_as_a_violation_with_an_order_and_the_edgar_surcharge(
+async def test_sanitary_home_is_suspected_with_an_inspection_first_and_no_surcharge_yet(
     sources: ReportSources,
 ) -> None:
+    """Telemetry alone: a water balance that does not close can also be a leak."""
     report = await assemble_site_report(sources, "hose", SEASON, now=NOW)
-    assert report.compliance.status is ComplianceStatus.VIOLATION
-    assert report.recommendation is Recommendation.ORDER
+    assert report.compliance.status is ComplianceStatus.SUSPECTED
+    assert report.recommendation is Recommendation.INSPECTION
+    assert "(f)(2)a" in report.next_step
+    assert report.totals.violation_days == 0 and report.totals.suspected_days >= 1
     sanitary = [f for f in report.findings if f.rule_id == "sanitary_discharge"]
     assert sanitary and all(f.is_violation for f in sanitary)
     assert any(c.section == "(b)" for f in sanitary for c in f.citations)
     # Most of what the pump lifted never reached the outlet.
     assert report.totals.sanitary_l > 0.5 * report.totals.pit_volume_l
     assert report.totals.grade_l < 0.2 * report.totals.pit_volume_l
-    surcharge = next(p for p in report.penalties.lines if p.penalty_id == "monthly_surcharge")
+    assert (report.penalties.min_usd, report.penalties.max_usd) == (0.0, 0.0)
+    if_confirmed = report.penalties_if_confirmed
+    assert if_confirmed is not None
+    surcharge = next(p for p in if_confirmed.lines if p.penalty_id == "monthly_surcharge")
     assert surcharge.count == 1  # December 2026 only
-    assert (report.penalties.min_usd, report.penalties.max_usd) == (300.0, 300.0)
-    assert report.penalties.violation_months == ("Dec 2026",)
+    assert (if_confirmed.min_usd, if_confirmed.max_usd) == (300.0, 300.0)
+    assert if_confirmed.violation_months == ("Dec 2026",)
 
 
 async def test_icy_home_shows_icing_days_freezing_hours_and_the_walkway_citation(
@@ -205,9 +222,10 @@ async def test_icy_home_shows_icing_days_freezing_hours_and_the_walkway_citation
     assert all(d.air_min_c is not None for d in report.freezing_days)
     assert any(d.air_min_c is not None and d.air_min_c <= 0 for d in report.freezing_days)
     assert report.totals.sanitary_l < 0.05 * report.totals.pit_volume_l
-    # An hour below freezing with water on the walk: a violation of (c)(2)c.
+    # An hour below freezing with water on the walk: the detector's violation level, but
+    # (c)(2)c needs an actual icy condition: suspected until someone sees the ice.
     assert any(f.is_violation for f in icing)
-    assert report.compliance.status is ComplianceStatus.VIOLATION
+    assert report.compliance.status is ComplianceStatus.SUSPECTED
     assert any(c.section == "(c)(2)c" for f in icing for c in f.citations)
     assert report.recommendation is Recommendation.INSPECTION
 
@@ -276,7 +294,7 @@ async def test_village_csv_totals_equal_the_store_and_order_the_hose_home_first(
     report = await assemble_village_report(sources, SEASON, jurisdiction="edgar", now=NOW)
     assert [r.site_id for r in report.rows] == ["good", "hose", "icy"]
     assert report.priority[0].site_id == "hose"
-    assert report.priority[0].recommendation is Recommendation.ORDER
+    assert report.priority[0].recommendation is Recommendation.INSPECTION
     assert "good" not in [r.site_id for r in report.priority]
     outlet = 0.0
     for site in ("good", "hose", "icy"):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gateway.contract import NodeKind
-from gateway.domain import Citation, Finding, Severity
+from gateway.domain import Citation, Confirmation, ConfirmationKind, Finding, Severity
 from gateway.errors import ConfigError
 from gateway.registry.models import SiteConfig, SiteRegistry
 from gateway.reports import text
@@ -177,13 +177,20 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 
 def _sources(
-    store: SqliteStore, *sites: SiteConfig, findings: list[Finding] | None = None
+    store: SqliteStore,
+    *sites: SiteConfig,
+    findings: list[Finding] | None = None,
+    confirmations: list[Confirmation] | None = None,
 ) -> ReportSources:
     class Findings:
         async def list(self, **_: object) -> list[Finding]:
             return findings or []
 
-    return ReportSources(SiteRegistry(list(sites)), PACKS, store, Findings(), None)
+    class Records:
+        def confirmations(self, site_id: str, start: datetime, end: datetime) -> list[Confirmation]:
+            return [c for c in confirmations or [] if start <= c.observed_at < end]
+
+    return ReportSources(SiteRegistry(list(sites)), PACKS, store, Findings(), None, Records())
 
 
 async def _day_of_rollups(
@@ -272,7 +279,7 @@ async def test_freezing_hours_and_risk_hours_come_from_air_and_discharge(
     assert report.freezing_days == (day,)
 
 
-async def test_violation_findings_make_violation_days_and_the_statement_cites_them(
+async def test_violation_level_telemetry_is_suspected_until_a_record_confirms_it(
     store: SqliteStore,
 ) -> None:
     await _day_of_rollups(store, "h1", {h: (1, BAND_L) for h in range(24)})
@@ -290,14 +297,26 @@ async def test_violation_findings_make_violation_days_and_the_statement_cites_th
         evidence={"air_temp_c": -4.0},
         citations=(cite,),
     )
-    sources = _sources(store, _site(), findings=[finding])
+    suspected = await assemble_site_report(
+        _sources(store, _site(), findings=[finding]), "h1", "2026-2027", now=NOW
+    )
+    assert suspected.compliance.status is ComplianceStatus.SUSPECTED
+    assert (suspected.totals.violation_days, suspected.totals.suspected_days) == (0, 1)
+    assert suspected.penalties.min_usd == 0.0
+    assert suspected.penalties_if_confirmed is not None
+    assert suspected.penalties_if_confirmed.min_usd == 300.0
+    ice = Confirmation(
+        "c1", "h1", "icing_risk", ConfirmationKind.OBSERVATION,
+        SEASON_START + timedelta(hours=4), True, "public works", "ice on the walk",
+    )  # fmt: skip
+    sources = _sources(store, _site(), findings=[finding], confirmations=[ice])
     report = await assemble_site_report(sources, "h1", "2026-2027", now=NOW)
     assert report.compliance.status is ComplianceStatus.VIOLATION
-    assert cite in report.compliance.citations
+    assert any(c.section == "(c)(2)c" for c in report.compliance.citations)
     assert report.totals.icing_days == report.totals.violation_days == 1
     assert report.penalties.min_usd == 300.0
     rows = site_csv(report).splitlines()
-    assert rows[-1].endswith(",1,1")  # TOTAL: icing days, violation days
+    assert rows[-1].endswith(",1,1,0")  # TOTAL: icing days, violation days, suspected days
 
 
 async def test_a_season_in_progress_is_cut_at_now_and_noted(store: SqliteStore) -> None:

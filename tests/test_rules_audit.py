@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gateway.registry.models import load_registry
+from gateway.registry.models import SiteConfig, load_registry
 from gateway.rules.audit import AuditItem, audit_site, audit_sites
 from gateway.rules.pack import RulePack, load_packs
 from gateway.rules.sequences import make_site
 from gateway.settings import REPO_DIR
+
+#: An Edgar discharge to grade with every fact the pack checks recorded, and met.
+EDGAR_GOOD_GRADE: dict[str, Any] = {
+    "destination": "grade", "pipe_rigid": True, "valving_or_quick_connect": False,
+    "pipe_inside_diameter_in": 1.25, "outlet_to_foundation_ft": 4,
+    "outlet_to_property_line_ft": 18, "outlet_height_above_grade_ft": 1.0,
+    "flows_toward_property_line": False, "storm_sewer_available": False,
+    "outlet_to_walkway_ft": 30, "outlet_to_right_of_way_ft": 40, "pit_to_floor_drain_ft": 15,
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +72,8 @@ def test_storm_connection_without_check_valve_fails_in_edgar_and_ord_1991_43(
 
 def test_storm_connection_needs_air_gap_and_union_in_edgar(packs: dict[str, RulePack]) -> None:
     items = _audit(packs, "edgar", destination="storm_lateral", storm_sewer_available=True,
-                   check_valve_height_ft=1.5)  # fmt: skip
+                   check_valve=True, check_valve_height_ft=1.5, air_gap=False,
+                   union_coupling=False)  # fmt: skip
     assert {"storm_air_gap", "storm_union", "storm_check_valve_height"} <= set(items)
     assert items["storm_check_valve_height"].message.startswith(
         "The check valve sits 1.5 ft above the floor"
@@ -79,9 +90,7 @@ def test_available_storm_sewer_makes_the_connection_mandatory_in_edgar(
 
 
 def test_a_compliant_grade_discharge_fails_nothing(packs: dict[str, RulePack]) -> None:
-    items = _audit(packs, "edgar", destination="grade", outlet_to_foundation_ft=4,
-                   outlet_to_property_line_ft=18, outlet_to_walkway_ft=30,
-                   outlet_to_right_of_way_ft=40, pit_to_floor_drain_ft=15)  # fmt: skip
+    items = _audit(packs, "edgar", **EDGAR_GOOD_GRADE)
     assert items == {}
 
 
@@ -99,13 +108,160 @@ def test_sanitary_destination_fails_where_forbidden_and_is_advice_elsewhere(
     assert storm["sanitary_destination"].status == "advisory"
 
 
-def test_local_law_requires_swale_or_storm_sewer_for_new_discharges(
+def test_local_law_requires_swale_or_storm_sewer_for_new_discharges_off_an_absorbent_surface(
     packs: dict[str, RulePack],
 ) -> None:
     items = _audit(packs, "local-law-6-2024", destination="grade", outlet_to_property_line_ft=20,
-                   outlet_to_right_of_way_ft=30, outlet_to_walkway_ft=30)  # fmt: skip
+                   outlet_to_right_of_way_ft=30, outlet_to_walkway_ft=30,
+                   absorbent_surface=False, discharge_existing_since="2025-04-01")  # fmt: skip
     assert items["swale_or_storm_sewer"].status == "fail"
     assert items["swale_or_storm_sewer"].citations[0].section == "B"
+    assert items["absorbent_surface"].status == "fail"
+
+
+def test_local_law_lawn_discharge_onto_an_absorbent_surface_obeys_f_and_is_not_a_b_violation(
+    packs: dict[str, RulePack],
+) -> None:
+    """B (swale or storm sewer) vs F (absorbent surface first; swale or storm only if not
+    feasible): read as a whole, a new grade discharge onto grass meets the law."""
+    items = _audit(packs, "local-law-6-2024", destination="grade", outlet_to_property_line_ft=20,
+                   outlet_to_right_of_way_ft=30, outlet_to_walkway_ft=30,
+                   absorbent_surface=True, discharge_existing_since="2025-04-01")  # fmt: skip
+    assert items == {}
+
+
+def test_local_law_grandfathering_includes_january_1_2024_itself(
+    packs: dict[str, RulePack],
+) -> None:
+    """ "An existing ... discharge, as of January 1, 2024": that day is protected."""
+    on_the_day = _audit(packs, "local-law-6-2024", destination="grade", outlet_to_walkway_ft=0,
+                        outlet_to_right_of_way_ft=0, absorbent_surface=False,
+                        discharge_existing_since="2024-01-01")  # fmt: skip
+    assert not {"swale_or_storm_sewer", "no_point_discharge_on_sidewalk"} & set(on_the_day)
+    day_after = _audit(packs, "local-law-6-2024", destination="grade", outlet_to_walkway_ft=0,
+                       outlet_to_right_of_way_ft=0, absorbent_surface=False,
+                       discharge_existing_since="2024-01-02")  # fmt: skip
+    assert day_after["no_point_discharge_on_sidewalk"].status == "fail"
+
+
+def test_local_law_f_is_not_applied_to_a_grandfathered_discharge(
+    packs: dict[str, RulePack],
+) -> None:
+    """Existing discharges: the village "may require" an absorbent surface (C(2)); A and B
+    do not apply to them, and neither does F."""
+    items = _audit(packs, "local-law-6-2024", destination="grade", absorbent_surface=False,
+                   outlet_to_property_line_ft=20, outlet_to_right_of_way_ft=30,
+                   discharge_existing_since="2019-05-01")  # fmt: skip
+    assert "absorbent_surface" not in items
+
+
+def test_a_missing_install_date_is_not_recorded_not_a_failure_under_local_law(
+    packs: dict[str, RulePack],
+) -> None:
+    items = _audit(packs, "local-law-6-2024", destination="grade", outlet_to_walkway_ft=0,
+                   outlet_to_right_of_way_ft=30, absorbent_surface=True)  # fmt: skip
+    item = items["no_point_discharge_on_sidewalk"]
+    assert item.status == "unknown"
+    assert "the date the discharge was installed" in item.message
+
+
+def test_unrecorded_storm_connection_facts_are_unknown_not_failures(
+    packs: dict[str, RulePack],
+) -> None:
+    items = _audit(packs, "edgar", destination="storm_lateral", storm_sewer_available=True)
+    for req in ("storm_air_gap", "storm_union", "storm_check_valve"):
+        assert items[req].status == "unknown", req
+        assert items[req].message.startswith("Not recorded:")
+    assert not any(i.status == "fail" for i in items.values())
+
+
+def test_unrecorded_pipe_facts_do_not_pass_either(packs: dict[str, RulePack]) -> None:
+    """At 4b01b62 the defaults (rigid, 1.25 in, check valve, 1 ft exit) made them pass."""
+    items = _audit(packs, "edgar", destination="grade", outlet_to_foundation_ft=4,
+                   outlet_to_property_line_ft=18)  # fmt: skip
+    assert {"rigid_line", "no_valving", "pipe_min_diameter", "outlet_above_grade",
+            "flow_away_from_property_line"} <= {k for k, i in items.items()
+                                                if i.status == "unknown"}  # fmt: skip
+
+
+def test_an_edgar_waiver_turns_a_sanitary_destination_into_a_waived_item(
+    packs: dict[str, RulePack],
+) -> None:
+    waiver: dict[str, object] = {
+        "rule": "sanitary_discharge", "start": "2026-11-01", "end": "2027-05-31",
+        "reference": "PW-2026-14",
+    }  # fmt: skip
+    site = make_site(jurisdiction="edgar", destination="sanitary", waivers=(waiver,))
+    at = datetime(2027, 1, 10, 18, tzinfo=UTC)
+    item = {i.requirement_id: i for i in audit_site(site, packs["edgar"], at=at)}[
+        "no_sanitary_destination"
+    ]
+    assert item.status == "waived"
+    assert "PW-2026-14" in item.message
+    assert any(c.section == "(f)(3)b" for c in item.citations)
+    after = datetime(2027, 6, 2, 18, tzinfo=UTC)
+    expired = {i.requirement_id: i for i in audit_site(site, packs["edgar"], at=after)}
+    assert expired["no_sanitary_destination"].status == "fail"
+
+
+def test_a_waiver_is_not_honoured_where_the_text_has_no_waiver_clause(
+    packs: dict[str, RulePack],
+) -> None:
+    """L.L. 6-2024: "In no instance may a property discharge into the sanitary sewer"."""
+    waiver: dict[str, object] = {
+        "rule": "sanitary_discharge",
+        "start": "2026-11-01",
+        "end": "2027-05-31",
+    }
+    site = make_site(jurisdiction="local-law-6-2024", destination="sanitary", waivers=(waiver,))
+    at = datetime(2027, 1, 10, 18, tzinfo=UTC)
+    items = {i.requirement_id: i for i in audit_site(site, packs["local-law-6-2024"], at=at)}
+    assert items["no_sanitary_destination"].status == "fail"
+
+
+def test_walkway_distance_items_cite_the_winter_rule_not_the_property_line_setback(
+    packs: dict[str, RulePack],
+) -> None:
+    items = _audit(packs, "edgar", **{**EDGAR_GOOD_GRADE, "outlet_to_walkway_ft": 6,
+                                      "outlet_to_right_of_way_ft": 8})  # fmt: skip
+    for req in ("winter_walkway_distance", "winter_right_of_way_distance"):
+        sections = [c.section for c in items[req].citations]
+        assert sections == ["(e)(1)b"], req
+        assert "ten (10) feet from the property line" not in " ".join(
+            c.quote for c in items[req].citations
+        )
+        assert "product's default" in items[req].message
+
+
+def test_seasonal_advice_is_worded_for_the_audit_date(packs: dict[str, RulePack]) -> None:
+    site = make_site(jurisdiction="edgar", **{**EDGAR_GOOD_GRADE, "outlet_to_walkway_ft": 6})
+    summer = audit_site(site, packs["edgar"], at=datetime(2026, 8, 1, 17, tzinfo=UTC))
+    winter = audit_site(site, packs["edgar"], at=datetime(2026, 11, 30, 18, tzinfo=UTC))
+    (s_item,) = [i for i in summer if i.requirement_id == "winter_walkway_distance"]
+    (w_item,) = [i for i in winter if i.requirement_id == "winter_walkway_distance"]
+    assert s_item.action.startswith("Before November 15,")
+    assert "Before November 15" not in w_item.action
+    assert w_item.action.startswith("Now, during the winter season")
+
+
+def test_the_audit_uses_the_installation_record_in_force_on_its_date(
+    packs: dict[str, RulePack],
+) -> None:
+    site = SiteConfig.model_validate(
+        {
+            "id": "h", "name": "h", "jurisdiction": "edgar",
+            "nodes": [{"id": "pit", "kind": "pit"}],
+            "installation": EDGAR_GOOD_GRADE,
+            "installation_history": [
+                {**EDGAR_GOOD_GRADE, "pipe_rigid": False,
+                 "valid_from": "2025-06-01", "valid_to": "2027-05-10"},
+            ],
+        }
+    )  # fmt: skip
+    in_season = audit_site(site, packs["edgar"], at=datetime(2027, 2, 1, 18, tzinfo=UTC))
+    assert [i.requirement_id for i in in_season if i.status == "fail"] == ["rigid_line"]
+    fixed = audit_site(site, packs["edgar"], at=datetime(2027, 6, 1, 17, tzinfo=UTC))
+    assert fixed == []
 
 
 def test_discharge_existing_before_2024_is_grandfathered_under_local_law(
@@ -124,10 +280,10 @@ def test_discharge_existing_before_2024_is_grandfathered_under_local_law(
     assert newer["no_point_discharge_on_row"].citations[0].section == "A"
 
 
-def test_unrecorded_value_is_reported_as_unknown(packs: dict[str, RulePack]) -> None:
+def test_unrecorded_value_is_reported_as_not_recorded(packs: dict[str, RulePack]) -> None:
     items = _audit(packs, "edgar", destination="grade")
     assert items["foundation_setback"].status == "unknown"
-    assert "not recorded" in items["foundation_setback"].message
+    assert items["foundation_setback"].message.startswith("Not recorded: the outlet's distance")
 
 
 def test_demo_registry_audit_flags_oak_7(packs: dict[str, RulePack]) -> None:
@@ -154,6 +310,8 @@ def test_audit_of_a_pack_added_as_a_file(tmp_path: Path) -> None:
         'number = "pipe.min_id_in"\nmessage = "{actual} in < {expected} in"\n'
     )
     packs = load_packs(extra)
-    (item,) = audit_site(make_site(jurisdiction="new-town"), packs["new-town"])
+    (item,) = audit_site(
+        make_site(jurisdiction="new-town", pipe_inside_diameter_in=1.25), packs["new-town"]
+    )
     assert item.message == "1.25 in < 1.5 in"
     assert str(item.citations[0]) == "x.txt §(9)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -70,6 +71,8 @@ def test_every_integer_number_appears_in_its_quote(
 ) -> None:
     words = {1: "one", 2: "two", 3: "three", 6: "six", 10: "ten", 15: "fifteen", 30: "thirty"}
     for path, number in packs[pack_id].numbers.items():
+        if number.is_default:
+            continue  # the product's default, not a number of the text (checked below)
         if isinstance(number.value, int):
             quote = number.citation.quote.lower()
             digits = re.search(rf"\b{number.value}\b", quote)
@@ -82,7 +85,6 @@ def test_edgar_numbers(packs: dict[str, RulePack]) -> None:
     assert edgar.setbacks["foundation_wall_ft"].value == 2
     assert edgar.setbacks["property_line_ft"].value == 10
     assert edgar.setbacks["property_line_ft"].citation.section == "(c)(2)b"
-    assert edgar.setbacks["grade_property_line_ft"].citation.section == "(c)(2)e.2"
     assert edgar.setbacks["pit_to_floor_drain_ft"].value == 10
     assert edgar.setbacks["check_valve_above_floor_ft"].value == 1
     assert edgar.pipe["min_inside_diameter_in"].value == 1
@@ -169,12 +171,78 @@ def test_storm_ordinance_roof_drain_setback_is_not_applied_as_a_failure(
     assert uses and all(r.status == "advisory" for r in uses)
 
 
-def test_building_sewer_numbers_of_ord_247(packs: dict[str, RulePack]) -> None:
-    ord247 = packs["sewer-ord-247"]
-    assert ord247.number("building_sewer.min_diameter_in").value == 4  # type: ignore[union-attr]
-    assert ord247.number("building_sewer.min_slope_4in_in_per_ft").value == 0.25  # type: ignore[union-attr]
-    assert ord247.number("building_sewer.min_slope_6in_in_per_ft").value == 0.125  # type: ignore[union-attr]
-    assert ord247.number("building_sewer.bearing_wall_clearance_ft").value == 3  # type: ignore[union-attr]
+def _referenced_in_packs(raw: dict[str, object]) -> set[str]:
+    """Number paths the pack itself points at (requirements, grandfathering, deadlines)."""
+    out: set[str] = set()
+    for req in raw.get("requirements", []):  # type: ignore[attr-defined]
+        out |= {req[k] for k in ("number", "unless_existing_before") if k in req}
+    for rule in raw.get("rules", {}).values():  # type: ignore[attr-defined]
+        if "grace_period" in rule:
+            out.add(rule["grace_period"])
+        for step in rule.get("steps", {}).values():
+            if "deadline" in step:
+                out.add(step["deadline"])
+    return out
+
+
+GATEWAY_CODE = "\n".join(p.read_text() for p in (REPO_DIR / "gateway").rglob("*.py"))
+
+
+def _unread_numbers(pack: RulePack) -> list[str]:
+    """Number paths neither the pack (requirements, deadlines) nor any code reads."""
+    assert pack.source is not None
+    used = _referenced_in_packs(tomllib.loads(pack.source.read_text()))
+    unread = []
+    for path in pack.numbers:
+        read = path in used or f'"{path}"' in GATEWAY_CODE
+        if path.startswith("rules."):  # a detector parameter, read by its name
+            read = read or f'"{path.rsplit(".", 1)[-1]}"' in GATEWAY_CODE
+        if not read:
+            unread.append(path)
+    return unread
+
+
+@pytest.mark.parametrize("pack_id", sorted(PACK_FILES))
+def test_every_pack_number_is_read_by_the_pack_or_the_code(
+    packs: dict[str, RulePack], pack_id: str
+) -> None:
+    """A key no code reads is a claim nothing checks: use it or remove it."""
+    assert _unread_numbers(packs[pack_id]) == []
+
+
+def test_an_unused_pack_key_fails_the_usage_check(tmp_path: Path) -> None:
+    body = NEW_PACK + '[deadlines.nobody_reads_this_days]\nvalue = 5\nunit = "days"\n'
+    body += 'cite = { file = "x.txt", section = "(4)", quote = "5 days" }\n'
+    _write_pack(tmp_path / "extra", "lazy-town", body)
+    pack = load_packs(tmp_path / "extra")["lazy-town"]
+    assert _unread_numbers(pack) == ["deadlines.nobody_reads_this_days"]
+
+
+def test_edgar_walkway_distance_is_marked_a_product_default(packs: dict[str, RulePack]) -> None:
+    distance = packs["edgar"].rule("icing_risk").params["distance_ft"]
+    assert distance.is_default and "default" in distance.note
+    assert distance.citation.section == "(c)(2)c"  # the provision it serves, not its source
+    assert not packs["local-law-6-2024"].rule("icing_risk").params["distance_ft"].is_default
+
+
+def test_edgar_winter_citation_applies_only_in_season(packs: dict[str, RulePack]) -> None:
+    edgar = packs["edgar"]
+    winter = [c.section for c in edgar.citations_on("icing_risk", date(2027, 1, 10))]
+    autumn = [c.section for c in edgar.citations_on("icing_risk", date(2026, 10, 20))]
+    assert winter == ["(c)(2)c", "(e)(1)b"]
+    assert autumn == ["(c)(2)c"]
+
+
+def test_each_pack_names_its_own_enforcement_path(packs: dict[str, RulePack]) -> None:
+    edgar = packs["edgar"].rule("sanitary_discharge")
+    assert edgar.on_confirmed is not None and edgar.on_confirmed.step == "order"
+    assert edgar.on_confirmed.requires == "inspection"  # (f)(2)a: the inspection confirms
+    assert edgar.on_suspected is not None and edgar.on_suspected.deadline_days == 30
+    law = packs["local-law-6-2024"]
+    for rule in ("sanitary_discharge", "icing_risk"):
+        step = law.rule(rule).on_confirmed
+        assert step is not None and step.step == "citation", rule  # no order procedure
+        assert step.citation is not None and step.citation.section == "penalties A"
 
 
 def test_grace_period_comes_from_the_connection_order(packs: dict[str, RulePack]) -> None:
@@ -261,3 +329,15 @@ def test_pack_id_must_match_its_file_name(tmp_path: Path) -> None:
 
 def test_packaged_folder_holds_only_the_four_packs() -> None:
     assert sorted(p.stem for p in PACKS_DIR.glob("*.toml")) == sorted(PACK_FILES)
+
+
+def test_frozen_line_advice_in_edgar_does_not_break_its_own_setbacks(
+    packs: dict[str, RulePack],
+) -> None:
+    """The catalog's "remove the outdoor extension" can breach Edgar (c)(2)b in winter."""
+    from gateway.rules.catalog import action_for
+
+    edgar = action_for("frozen_line", packs["edgar"])
+    assert "remove the outdoor extension" not in edgar and "relief outlet" not in edgar
+    assert "(c)(2)b" in edgar
+    assert "remove the outdoor extension" in action_for("frozen_line", packs["storm-ord-1991-43"])

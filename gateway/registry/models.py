@@ -10,6 +10,7 @@ import tomllib
 from collections.abc import Iterator
 from datetime import date, datetime, time, timedelta
 from enum import StrEnum
+from itertools import pairwise
 from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -126,32 +127,75 @@ class Waiver(BaseModel):
         return start <= ts < end
 
 
+#: Typical residential line geometry, for the detectors' physics when a fact is not
+#: recorded (never used by the audit: an unrecorded fact is "not recorded" there).
+TYPICAL_PIPE_INSIDE_DIAMETER_IN = 1.25
+TYPICAL_LINE_LENGTH_M = 8.0
+TYPICAL_LINE_RISE_M = 2.5
+
+
 class Installation(BaseModel):
-    """What the installation audit and the detectors need to know about a site."""
+    """What the installation audit and the detectors need to know about a site.
+
+    Every fact is tri-state: recorded yes, recorded no, or None (not recorded);
+    numbers are a value or None. None is never read as a pass or a fail: the audit
+    reports it as "not recorded" (docs/rule-packs.md).
+    """
 
     model_config = _CFG
-    destination: DischargeDestination = DischargeDestination.GRADE
-    pipe_inside_diameter_in: float = Field(1.25, gt=0)
-    pipe_rigid: bool = True
-    valving_or_quick_connect: bool = False
-    check_valve: bool = True
-    check_valve_height_ft: float | None = Field(0.5, ge=0, description="Above floor grade")
-    air_gap: bool = False
-    union_coupling: bool = False
-    outlet_height_above_grade_ft: float | None = 1.0
+    destination: DischargeDestination | None = None
+    pipe_inside_diameter_in: float | None = Field(None, gt=0)
+    pipe_rigid: bool | None = None
+    valving_or_quick_connect: bool | None = None
+    check_valve: bool | None = None
+    check_valve_height_ft: float | None = Field(None, ge=0, description="Above floor grade")
+    air_gap: bool | None = None
+    union_coupling: bool | None = None
+    outlet_height_above_grade_ft: float | None = None
     outlet_to_foundation_ft: float | None = None
     outlet_to_property_line_ft: float | None = None
     outlet_to_walkway_ft: float | None = Field(None, description="Nearest sidewalk or walkway")
     outlet_to_right_of_way_ft: float | None = Field(None, description="Street or right-of-way")
-    flows_toward_property_line: bool = False
-    absorbent_surface: bool = True
-    storm_sewer_available: bool = False
+    flows_toward_property_line: bool | None = None
+    absorbent_surface: bool | None = None
+    storm_sewer_available: bool | None = None
     pit_to_floor_drain_ft: float | None = None
     discharge_existing_since: date | None = Field(
         None, description="First day of this discharge (grandfathering dates)"
     )
-    line_length_m: float = Field(8.0, gt=0)
-    line_rise_m: float = Field(2.5, ge=0)
+    line_length_m: float | None = Field(None, gt=0)
+    line_rise_m: float | None = Field(None, ge=0)
+
+    @property
+    def line_geometry(self) -> tuple[float, float, float]:
+        """(inside diameter in, length m, rise m), typical values where not recorded."""
+        return (
+            self.pipe_inside_diameter_in or TYPICAL_PIPE_INSIDE_DIAMETER_IN,
+            self.line_length_m or TYPICAL_LINE_LENGTH_M,
+            TYPICAL_LINE_RISE_M if self.line_rise_m is None else self.line_rise_m,
+        )
+
+
+class InstallationRecord(Installation):
+    """The installation as it was over a stretch of local days (both ends included).
+
+    A season report audits the record in force during the season, so fixing the
+    installation later (and recording it) does not rewrite a past report.
+    """
+
+    valid_from: date
+    valid_to: date
+
+    @model_validator(mode="after")
+    def _ordered(self) -> InstallationRecord:
+        if self.valid_to < self.valid_from:
+            raise ValueError("installation record: valid_to is before valid_from")
+        return self
+
+    def facts(self) -> Installation:
+        """The installation facts without the dates."""
+        data = self.model_dump(exclude={"valid_from", "valid_to"})
+        return Installation.model_validate(data)
 
 
 class Contact(BaseModel):
@@ -181,6 +225,9 @@ class SiteConfig(BaseModel):
     nodes: tuple[NodeConfig, ...] = Field(min_length=1)
     pit: PitConfig = PitConfig()
     installation: Installation = Installation()
+    #: Earlier installations, each with the days it was in force; ``installation`` is
+    #: the current one, in force from the day after the latest record ends.
+    installation_history: tuple[InstallationRecord, ...] = ()
     waivers: tuple[Waiver, ...] = ()
     contacts: tuple[Contact, ...] = ()
 
@@ -200,10 +247,44 @@ class SiteConfig(BaseModel):
             raise ValueError(f"site {self.id}: node ids repeat")
         return self
 
+    @model_validator(mode="after")
+    def _history_in_order(self) -> SiteConfig:
+        records = self.installation_history
+        for before, after in pairwise(records):
+            if after.valid_from <= before.valid_to:
+                raise ValueError(
+                    f"site {self.id}: installation_history must be in date order without overlaps"
+                )
+        return self
+
     @property
     def tz(self) -> ZoneInfo:
         """The site's time zone."""
         return ZoneInfo(self.timezone)
+
+    def installation_on(self, day: date) -> Installation:
+        """The installation in force on local ``day``.
+
+        A day inside a history record gets that record; a day after every record
+        (or any day, without history) gets the current ``installation``; a day
+        before the first record gets an installation with nothing recorded.
+        """
+        records = self.installation_history
+        if not records:
+            return self.installation
+        for record in records:
+            if record.valid_from <= day <= record.valid_to:
+                return record.facts()
+        if day > records[-1].valid_to:
+            return self.installation
+        return Installation()
+
+    def installation_changes(self, first: date, last: date) -> list[date]:
+        """Days in ``[first, last]`` on which a different installation record took effect."""
+        starts = [r.valid_from for r in self.installation_history]
+        if self.installation_history:
+            starts.append(self.installation_history[-1].valid_to + timedelta(days=1))
+        return [d for d in starts if first < d <= last]
 
     def node(self, node_id: str) -> NodeConfig | None:
         """The node with that id, if the site has it."""

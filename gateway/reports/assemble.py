@@ -23,14 +23,14 @@ from __future__ import annotations
 import asyncio
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
 from alerts.models import Alert
 from gateway.contract import NodeKind
-from gateway.domain import Citation, Finding
-from gateway.registry.models import DischargeDestination, SiteConfig
+from gateway.domain import Citation, Confirmation, Finding
+from gateway.registry.models import DischargeDestination, Installation, SiteConfig
 from gateway.reports.models import (
     VOLUME_SLOT,
     AlertEntry,
@@ -46,6 +46,7 @@ from gateway.reports.models import (
     SiteReport,
     SiteStatusRow,
     SiteTotals,
+    SuspectedEntry,
     VillageReport,
     VillageTotals,
     WeekStats,
@@ -53,9 +54,17 @@ from gateway.reports.models import (
 from gateway.reports.penalties import estimate_penalties
 from gateway.reports.season import SeasonPeriod, season_period
 from gateway.reports.sources import ReportSources
-from gateway.rules.audit import AuditItem, audit_site
+from gateway.rules.audit import FIELD_LABELS
 from gateway.rules.pack import RulePack
 from gateway.rules.thresholds import ACCOUNTED_RATIO, FREEZING_C, MIN_CYCLE_VOLUME_L
+from gateway.rules.verdict import (
+    CONFIRM_WITHIN,
+    LevelHistory,
+    Verdict,
+    VerdictStatus,
+    level_spans,
+    site_verdict,
+)
 from gateway.store.base import Rollup
 
 HOUR = timedelta(hours=1)
@@ -159,12 +168,17 @@ def _days_overlapped(
     return days
 
 
-def _is_violation(f: Finding) -> bool:
-    return bool(f.citations) and f.level == "violation"
-
-
-def _is_icing(f: Finding) -> bool:
-    return f.rule_id == "icing_risk" and f.level in ICING_LEVELS
+def _icing_intervals(
+    findings: Iterable[Finding], histories: Mapping[str, LevelHistory], through: datetime
+) -> list[tuple[datetime, datetime]]:
+    """When icing findings were at a level that means real icing risk (from their history)."""
+    return [
+        (span.start, span.end)
+        for f in findings
+        if f.rule_id == "icing_risk"
+        for span in level_spans(f, histories.get(f.id), through)
+        if span.level in ICING_LEVELS
+    ]
 
 
 def _coverage(site: SiteConfig, hours: Sequence[_Hour]) -> Coverage:
@@ -192,11 +206,11 @@ def _coverage(site: SiteConfig, hours: Sequence[_Hour]) -> Coverage:
 
 
 def _sanitary_hours(
-    site: SiteConfig, hours: Sequence[_Hour], blocked: Sequence[tuple[datetime, datetime]]
+    inst: Installation, hours: Sequence[_Hour], blocked: Sequence[tuple[datetime, datetime]]
 ) -> list[float]:
     """Per hour, the pit volume the outlet did not account for (0 when accounted)."""
     out = [0.0] * len(hours)
-    if site.installation.destination is DischargeDestination.SANITARY:
+    if inst.destination is DischargeDestination.SANITARY:
         return out  # registered to the sanitary sewer: the outlet's volume already goes there
     # Prefix sums: the three-hour window of each hour in O(1).
     pit_sum, out_sum = [0.0], [0.0]
@@ -219,14 +233,17 @@ def _sanitary_hours(
 
 def _days(
     site: SiteConfig,
+    inst: Installation,
     period: SeasonPeriod,
     hours: Sequence[_Hour],
     sanitary: Sequence[float],
     icing_days: set[date],
-    violation_days: set[date],
+    verdict: Verdict,
 ) -> list[DayStats]:
     tz = period.tz
-    dest = site.installation.destination
+    dest = inst.destination
+    violation_days = set(verdict.confirmed_days)
+    suspected_days = set(verdict.suspected_days)
     grouped: dict[date, list[int]] = defaultdict(list)
     for i, h in enumerate(hours):
         grouped[h.start.astimezone(tz).date()].append(i)
@@ -271,6 +288,7 @@ def _days(
                 freezing_risk_hours=sum(risk),
                 icing=day in icing_days,
                 violation=day in violation_days,
+                suspected=day in suspected_days,
             )
         )
     return out
@@ -290,11 +308,21 @@ def _totals(days: Sequence[DayStats]) -> SiteTotals:
         freezing_risk_days=sum(1 for d in days if d.freezing_risk_hours > 0),
         icing_days=sum(1 for d in days if d.icing),
         violation_days=sum(1 for d in days if d.violation),
+        suspected_days=sum(1 for d in days if d.suspected),
     )
 
 
+def _dated_citations(
+    f: Finding, pack: RulePack | None, days: Iterable[date]
+) -> tuple[Citation, ...]:
+    """The finding's citations that apply on its days (Edgar (e)(1)b only in season)."""
+    if pack is None or not f.citations or not pack.rule(f.rule_id).enforced:
+        return tuple(f.citations)
+    return _unique_citations(c for day in sorted(days) for c in pack.citations_on(f.rule_id, day))
+
+
 def _finding_entries(
-    findings: Sequence[Finding], period: SeasonPeriod, through: datetime
+    findings: Sequence[Finding], period: SeasonPeriod, through: datetime, pack: RulePack | None
 ) -> list[FindingEntry]:
     out = []
     for f in sorted(findings, key=lambda f: (f.opened_at, f.rule_id)):
@@ -309,7 +337,7 @@ def _finding_entries(
                 cleared_at=f.cleared_at,
                 enforced=bool(f.citations),
                 evidence=dict(f.evidence),
-                citations=tuple(f.citations),
+                citations=_dated_citations(f, pack, days) if days else tuple(f.citations),
                 action=f.action,
                 days=len(days),
             )
@@ -349,36 +377,62 @@ def _unique_citations(items: Iterable[Citation]) -> tuple[Citation, ...]:
     return tuple(out)
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _not_checked(verdict: Verdict) -> str:
+    fields = sorted({FIELD_LABELS.get(a.field, a.field) for a in verdict.not_checked})
+    return (
+        f"{_plural(len(verdict.not_checked), 'requirement')} not checked because the "
+        f"registry does not record {'; '.join(fields)}"
+    )
+
+
 def _compliance(
     coverage: Coverage,
     findings: Sequence[FindingEntry],
-    audit: Sequence[AuditItem],
+    verdict: Verdict,
     totals: SiteTotals,
-    pack: RulePack | None,
     findings_available: bool,
 ) -> Compliance:
-    violations = [f for f in findings if f.is_violation]
-    fails = [a for a in audit if a.status == "fail"]
+    """The statement, from the one verdict (gateway.rules.verdict) plus the data coverage."""
     watched = f"{coverage.share:.0%} of the period had readings from every sensor"
-    if violations or fails:
+    suspected = (
+        f"telemetry suspects a violation on {_plural(totals.suspected_days, 'day')} "
+        f"({', '.join(sorted({s.title for s in verdict.suspected}))}), not confirmed by an "
+        "inspection or a dated observation"
+    )
+    if verdict.status is VerdictStatus.VIOLATION:
         parts = []
-        if violations:
-            rules = sorted({f.title for f in violations})
+        if verdict.confirmed:
+            titles = "; ".join(sorted({s.title for s in verdict.confirmed}))
             parts.append(
-                f"the monitoring found {len(violations)} violation finding(s) on "
-                f"{totals.violation_days} day(s): " + "; ".join(rules)
+                f"{_plural(len(verdict.confirmed), 'confirmed violation')} on "
+                f"{_plural(totals.violation_days, 'day')}: {titles}"
             )
-        if fails:
+        if verdict.failed:
             parts.append(
-                f"the registered installation fails {len(fails)} requirement(s) of the rule pack"
+                f"the registered installation fails "
+                f"{_plural(len(verdict.failed), 'requirement')} of the rule pack"
             )
+        if verdict.suspected:
+            parts.append(suspected)
         cites = _unique_citations(
-            [c for f in violations for c in f.citations] + [c for a in fails for c in a.citations]
+            [c for s in verdict.confirmed for c in s.citations]
+            + [c for a in verdict.failed for c in a.citations]
         )
         return Compliance(
             ComplianceStatus.VIOLATION,
             "Not in compliance: " + "; and ".join(parts) + f". ({watched}.)",
             cites,
+        )
+    if verdict.status is VerdictStatus.SUSPECTED:
+        return Compliance(
+            ComplianceStatus.SUSPECTED,
+            f"Suspected violation: {suspected}. A violation needs a confirming record. "
+            f"({watched}.)",
+            _unique_citations(c for s in verdict.suspected for c in s.citations),
         )
     if not findings_available:
         return Compliance(
@@ -386,7 +440,7 @@ def _compliance(
             f"No statement of compliance: findings were not available to this report ({watched}).",
         )
     concerns = [f for f in findings if f.rule_id not in MONITORING_RULES]
-    advisories = [a for a in audit if a.status == "advisory"]
+    advisories = verdict.advisories
     if concerns or advisories or totals.sanitary_l > 0:
         parts = []
         if concerns:
@@ -401,6 +455,8 @@ def _compliance(
             parts.append(f"{VOLUME_SLOT} of pumped water not seen at the outlet")
         if advisories:
             parts.append(f"{len(advisories)} advisory installation item(s)")
+        if verdict.not_checked:
+            parts.append(_not_checked(verdict))
         return Compliance(
             ComplianceStatus.ATTENTION,
             "No violation of the ordinance was found, but the season shows "
@@ -414,27 +470,42 @@ def _compliance(
             f"No violation was found in the monitored hours, but only {watched}; "
             "compliance cannot be stated for the gaps listed under Data coverage.",
         )
-    name = pack.name if pack is not None else "the applicable ordinance"
+    if verdict.status is VerdictStatus.NOT_CHECKED:
+        return Compliance(
+            ComplianceStatus.NOT_CHECKED,
+            f"No violation found; {_not_checked(verdict)}. ({watched}.)",
+        )
     return Compliance(
         ComplianceStatus.COMPLIANT,
-        f"In compliance: no violation of {name} was found and the installation meets "
-        f"every requirement checked ({watched}).",
+        f"In compliance: no violation of {verdict.pack_name} was found and every applicable "
+        f"requirement was checked and met ({watched}).",
     )
 
 
-def _recommendation(
-    findings: Sequence[FindingEntry], audit: Sequence[AuditItem], totals: SiteTotals
-) -> tuple[Recommendation, str]:
-    violations = [f for f in findings if f.is_violation]
-    if any(f.rule_id == "sanitary_discharge" for f in violations):
-        return Recommendation.ORDER, "prohibited discharge to the sanitary sewer found"
-    if violations:
-        titles = sorted({f.title for f in violations})
-        return Recommendation.INSPECTION, "violation: " + "; ".join(titles)
-    fails = [a for a in audit if a.status == "fail"]
-    if fails:
-        return Recommendation.INSPECTION, f"installation fails {len(fails)} requirement(s)"
-    if totals.sanitary_l > 0 or any(f.rule_id == "sanitary_discharge" for f in findings):
+_STEPS = {
+    "order": Recommendation.ORDER,
+    "citation": Recommendation.CITATION,
+    "notice": Recommendation.NOTICE,
+    "inspection": Recommendation.INSPECTION,
+}
+
+
+def _recommendation(verdict: Verdict, totals: SiteTotals) -> tuple[Recommendation, str]:
+    """The village's first step as the pack's text provides it, and why (cited)."""
+    step = verdict.next_step
+    if step is not None:
+        deadline = f" within {step.deadline_days} days" if step.deadline_days else ""
+        cite = f" [{step.citation}]" if step.citation else ""
+        return (
+            _STEPS[step.step],
+            f"{verdict.next_step_reason}; {step.summary}{deadline}{cite}",
+        )
+    if verdict.failed:
+        return (
+            Recommendation.INSPECTION,
+            f"installation fails {_plural(len(verdict.failed), 'requirement')}",
+        )
+    if totals.sanitary_l > 0:
         return Recommendation.INSPECTION, "pumped water not seen at the outlet"
     return Recommendation.NONE, ""
 
@@ -453,6 +524,9 @@ class SiteInputs:
     alerts: Sequence[Alert]
     findings_available: bool
     alerts_available: bool
+    histories: Mapping[str, LevelHistory] = field(default_factory=dict)
+    confirmations: Sequence[Confirmation] = ()
+    histories_available: bool = True
 
 
 async def read_site_inputs(
@@ -465,7 +539,13 @@ async def read_site_inputs(
     period = season_period(season, pack, site.timezone)
     through = min(period.end, max(period.start, floor_hour(now)))
     rollups = await sources.store.rollups(site.id, "1h", period.start, through)
-    findings = await sources.findings_of(site.id, period.start, through)
+    findings = [
+        f
+        for f in await sources.findings_of(site.id, period.start, through)
+        if _overlaps(f, period.start, through)
+    ]
+    histories = await sources.levels_of(findings)
+    confirmations = sources.confirmations_of(site.id, period.start, through + CONFIRM_WITHIN)
     alerts = await sources.alerts_of(site.id, period.start, through)
     return SiteInputs(
         site=site,
@@ -474,10 +554,13 @@ async def read_site_inputs(
         through=through,
         now=now,
         rollups=rollups,
-        findings=[f for f in findings if _overlaps(f, period.start, through)],
+        findings=findings,
         alerts=alerts,
         findings_available=sources.findings is not None,
         alerts_available=sources.alerts is not None,
+        histories=histories,
+        confirmations=confirmations,
+        histories_available=not findings or bool(histories),
     )
 
 
@@ -497,33 +580,81 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
     if not inputs.findings_available:
         notes.append("Findings were not available to this report (no findings repository).")
 
+    if inputs.findings and not inputs.histories_available:
+        notes.append(
+            "The findings source keeps no level history: each finding's last level is taken "
+            "for its whole span."
+        )
+    # The season as it was: the installation record and waivers in force on its last
+    # day considered, so recording a later fix does not rewrite this report.
+    as_of = max(period.start, through - timedelta(seconds=1))
+    audited_on = as_of.astimezone(period.tz).date()
+    inst = site.installation_on(audited_on)
+    changes = site.installation_changes(period.first_day, audited_on)
+    if changes:
+        notes.append(
+            "The installation record changed on "
+            + ", ".join(f"{d:%Y-%m-%d}" for d in changes)
+            + f"; the audit uses the record in force on {audited_on:%Y-%m-%d} and lists "
+            "what each earlier record of the season failed or left unchecked."
+        )
     hours = _hours(site, inputs.rollups, period.start, through)
     raw_findings = inputs.findings
-    violation_days = _days_overlapped(
-        _intervals([f for f in raw_findings if _is_violation(f)], through), period, through
+    verdict = site_verdict(
+        site,
+        pack,
+        as_of=as_of,
+        findings=raw_findings,
+        histories=inputs.histories,
+        confirmations=inputs.confirmations,
+        since=period.start,
+        audit_from=period.first_day,
     )
     icing_days = _days_overlapped(
-        _intervals([f for f in raw_findings if _is_icing(f)], through), period, through
+        _icing_intervals(raw_findings, inputs.histories, through), period, through
     )
     blocked = _intervals([f for f in raw_findings if f.rule_id == "frozen_line"], through)
-    sanitary = _sanitary_hours(site, hours, blocked)
-    days = _days(site, period, hours, sanitary, icing_days, violation_days)
+    sanitary = _sanitary_hours(inst, hours, blocked)
+    days = _days(site, inst, period, hours, sanitary, icing_days, verdict)
     totals = _totals(days)
     coverage = _coverage(site, hours)
-    findings = _finding_entries(raw_findings, period, through)
-    audit = audit_site(site, pack) if pack is not None else []
+    findings = _finding_entries(raw_findings, period, through, pack)
     alerts, alert_summary = _alerts(inputs.alerts)
-    penalties = estimate_penalties(pack, violation_days, sum(1 for f in findings if f.is_violation))
-    compliance = _compliance(coverage, findings, audit, totals, pack, inputs.findings_available)
-    recommendation, _reason = _recommendation(findings, audit, totals)
+    in_period = {d.day for d in days}
+    confirmed_days = [d for d in verdict.confirmed_days if d in in_period]
+    suspected_days = [d for d in verdict.suspected_days if d in in_period]
+    penalties = estimate_penalties(pack, confirmed_days, len(verdict.confirmed))
+    if_confirmed = (
+        estimate_penalties(
+            pack,
+            confirmed_days + suspected_days,
+            len(verdict.confirmed) + len(verdict.suspected),
+        )
+        if suspected_days
+        else None
+    )
+    compliance = _compliance(coverage, findings, verdict, totals, inputs.findings_available)
+    recommendation, reason = _recommendation(verdict, totals)
     info = SiteInfo(
         site_id=site.id,
         name=site.name,
         address=site.address,
         jurisdiction=site.jurisdiction,
         pack_name=pack.name if pack is not None else site.jurisdiction,
-        destination=site.installation.destination.value,
+        destination="not_recorded" if inst.destination is None else inst.destination.value,
         timezone=site.timezone,
+    )
+    suspected = tuple(
+        SuspectedEntry(
+            rule_id=s.rule_id,
+            title=s.title,
+            start=s.start,
+            end=s.end,
+            days=len(s.days),
+            confidence=s.confidence,
+            citations=s.citations,
+        )
+        for s in verdict.suspected
     )
     return SiteReport(
         site=info,
@@ -535,7 +666,7 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
         totals=totals,
         findings=tuple(findings),
         findings_available=inputs.findings_available,
-        audit=tuple(audit),
+        audit=verdict.audit,
         alerts=tuple(alerts),
         alert_summary=alert_summary,
         alerts_available=inputs.alerts_available,
@@ -543,6 +674,10 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
         compliance=compliance,
         recommendation=recommendation,
         notes=tuple(notes),
+        penalties_if_confirmed=if_confirmed,
+        suspected=suspected,
+        next_step=reason,
+        audited_on=audited_on,
     )
 
 
@@ -565,7 +700,6 @@ async def assemble_site_report(
 
 def status_row(report: SiteReport) -> SiteStatusRow:
     """The village-table line of a property report."""
-    _rec, reason = _recommendation(report.findings, report.audit, report.totals)
     t = report.totals
     return SiteStatusRow(
         site_id=report.site.site_id,
@@ -574,7 +708,7 @@ def status_row(report: SiteReport) -> SiteStatusRow:
         jurisdiction=report.site.jurisdiction,
         status=report.compliance.status,
         recommendation=report.recommendation,
-        reason=reason,
+        reason=report.next_step,
         coverage=report.coverage.share,
         outlet_volume_l=t.outlet_volume_l,
         pit_volume_l=t.pit_volume_l,
@@ -586,15 +720,24 @@ def status_row(report: SiteReport) -> SiteStatusRow:
         unacknowledged=report.alert_summary.count - report.alert_summary.acknowledged,
         estimate_min_usd=report.penalties.min_usd,
         estimate_max_usd=report.penalties.max_usd,
+        suspected_days=t.suspected_days,
+        not_checked=sum(1 for a in report.audit if a.status == "unknown"),
     )
 
 
-def _priority_key(row: SiteStatusRow) -> tuple[int, float, int, int, str]:
-    rank = {Recommendation.ORDER: 0, Recommendation.INSPECTION: 1, Recommendation.NONE: 2}
+def _priority_key(row: SiteStatusRow) -> tuple[int, float, int, int, int, str]:
+    rank = {
+        Recommendation.ORDER: 0,
+        Recommendation.CITATION: 0,
+        Recommendation.NOTICE: 1,
+        Recommendation.INSPECTION: 1,
+        Recommendation.NONE: 2,
+    }
     return (
         rank[row.recommendation],
         -row.sanitary_l,
         -row.violation_days,
+        -row.suspected_days,
         -row.audit_failures,
         row.site_id,
     )

@@ -26,17 +26,21 @@ MAX_LISTED_GAPS = 60
 class ComplianceStatus(StrEnum):
     """The one-word verdict of a property's season."""
 
-    VIOLATION = "violation"  # an enforced rule was found violated, or a static requirement fails
+    VIOLATION = "violation"  # a confirmed violation, or a recorded requirement fails
+    SUSPECTED = "suspected"  # telemetry suspects a violation that no record confirmed
     ATTENTION = "attention"  # findings or advice, but no cited violation
-    COMPLIANT = "compliant"  # no finding and enough data to say so
+    NOT_CHECKED = "not_checked"  # no violation found, but requirements not checked (unrecorded)
+    COMPLIANT = "compliant"  # every requirement checked and met, enough data to say so
     INSUFFICIENT_DATA = "insufficient_data"  # no violation seen, but too little data to state it
 
 
 class Recommendation(StrEnum):
     """What the village should do first about a site."""
 
-    ORDER = "order"  # a connection / compliance order (prohibited discharge found)
-    INSPECTION = "inspection"  # inspect: violation seen, installation fails, or data is missing
+    ORDER = "order"  # a connection order, where the pack's text provides one (Edgar (f)(1))
+    CITATION = "citation"  # a citation / prosecution, where the text fines upon conviction
+    NOTICE = "notice"  # a notice to correct
+    INSPECTION = "inspection"  # inspect: violation suspected, installation fails, data missing
     NONE = "none"
 
 
@@ -70,7 +74,8 @@ class DayStats:
     freezing_hours: int
     freezing_risk_hours: int
     icing: bool = False
-    violation: bool = False
+    violation: bool = False  # a confirmed violation on this day
+    suspected: bool = False  # a suspected (unconfirmed) violation, and no confirmed one
 
     @property
     def coverage(self) -> float:
@@ -245,7 +250,8 @@ class SiteTotals:
     freezing_risk_hours: int
     freezing_risk_days: int
     icing_days: int
-    violation_days: int
+    violation_days: int  # confirmed
+    suspected_days: int = 0  # suspected by telemetry, not confirmed
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +265,19 @@ class SiteInfo:
     pack_name: str
     destination: str
     timezone: str
+
+
+@dataclass(frozen=True, slots=True)
+class SuspectedEntry:
+    """A stretch of telemetry at violation level that no record has confirmed."""
+
+    rule_id: str
+    title: str
+    start: datetime
+    end: datetime
+    days: int
+    confidence: str
+    citations: tuple[Citation, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,10 +297,19 @@ class SiteReport:
     alerts: tuple[AlertEntry, ...]
     alert_summary: AlertSummary
     alerts_available: bool
-    penalties: PenaltyEstimate
+    penalties: PenaltyEstimate  # confirmed violations only
     compliance: Compliance
     recommendation: Recommendation
     notes: tuple[str, ...] = ()
+    #: The same provisions applied to confirmed and suspected days: what the estimate
+    #: would be if every suspected episode were confirmed (None when nothing is suspected).
+    penalties_if_confirmed: PenaltyEstimate | None = None
+    #: Suspected episodes (telemetry only), each with its evidence, for the document.
+    suspected: tuple[SuspectedEntry, ...] = ()
+    #: The village's first step in words, with its citation (from the pack).
+    next_step: str = ""
+    #: The local day whose installation record the audit used.
+    audited_on: date | None = None
 
     @property
     def freezing_days(self) -> tuple[DayStats, ...]:
@@ -316,6 +344,8 @@ class SiteStatusRow:
     unacknowledged: int
     estimate_min_usd: float
     estimate_max_usd: float
+    suspected_days: int = 0
+    not_checked: int = 0  # requirements not checked (facts not recorded)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,12 @@
 """Penalty estimates from a pack's penalty provisions and a site's violation days.
 
-Pure functions. The amounts come from the pack (every one cited); the counts
-come from the findings: a *violation day* is a local day on which a finding of an
-enforced rule at level ``violation`` was open. The result is an estimate shown
-with its citations, never a legal determination: the village imposes penalties
-after its own notice, inspection and process.
+Pure functions. The amounts come from the pack (every one cited); the days come
+from the site's verdict (``gateway.rules.verdict``): a *violation day* is a local
+day of a confirmed spell at level ``violation`` (from the level history, confirmed
+by an inspection or a dated observation). Reports apply the same provisions to the
+suspected days separately ("if confirmed"). The result is an estimate shown with
+its citations, never a legal determination: the village imposes penalties after
+its own notice, inspection and process.
 """
 
 from __future__ import annotations
@@ -103,7 +105,7 @@ def estimate_penalties(
         rate = _range_text(p)
         if p.per == "month":
             names = ", ".join(_month_label(m) for m in months) or "none"
-            basis = f"{len(months)} month(s) with a violation finding ({names}); {rate}"
+            basis = f"{len(months)} month(s) with a violation day ({names}); {rate}"
             lines.append(_line(p, len(months), basis, additive=True))
         elif p.per == "year":
             years = sorted({d.year for d in days})

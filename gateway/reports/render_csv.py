@@ -62,6 +62,7 @@ _SITE_COLUMNS = (
     "freezing_risk_hours",
     "icing_day",
     "violation_day",
+    "suspected_day",
 )
 _VILLAGE_COLUMNS = (
     "site_id",
@@ -82,6 +83,8 @@ _VILLAGE_COLUMNS = (
     "unacknowledged_alerts",
     "estimate_min_usd",
     "estimate_max_usd",
+    "suspected_days",
+    "requirements_not_checked",
 )
 
 
@@ -136,6 +139,7 @@ def site_csv(report: SiteReport, units: UnitSystem = "us") -> str:
                 d.freezing_risk_hours,
                 int(d.icing),
                 int(d.violation),
+                int(d.suspected),
             ]
         )
     t = report.totals
@@ -165,6 +169,7 @@ def site_csv(report: SiteReport, units: UnitSystem = "us") -> str:
             t.freezing_risk_hours,
             t.icing_days,
             t.violation_days,
+            t.suspected_days,
         ]
     )
     return _write(site_columns(units), rows)
@@ -196,6 +201,8 @@ def village_csv(report: VillageReport, units: UnitSystem = "us") -> str:
             r.unacknowledged,
             _r(r.estimate_min_usd, 0),
             _r(r.estimate_max_usd, 0),
+            r.suspected_days,
+            r.not_checked,
         ]
         for r in report.rows
     ]
@@ -220,6 +227,8 @@ def village_csv(report: VillageReport, units: UnitSystem = "us") -> str:
             sum(r.unacknowledged for r in report.rows),
             _r(sum(r.estimate_min_usd for r in report.rows), 0),
             _r(sum(r.estimate_max_usd for r in report.rows), 0),
+            sum(r.suspected_days for r in report.rows),
+            sum(r.not_checked for r in report.rows),
         ]
     )
     return _write(village_columns(units), rows)

@@ -58,6 +58,8 @@ CITE = ParagraphStyle(
 
 _STATUS_COLOR = {
     ComplianceStatus.VIOLATION: "#c53030",
+    ComplianceStatus.SUSPECTED: "#b7791f",
+    ComplianceStatus.NOT_CHECKED: "#718096",
     ComplianceStatus.ATTENTION: "#dd6b20",
     ComplianceStatus.COMPLIANT: "#2f855a",
     ComplianceStatus.INSUFFICIENT_DATA: "#718096",
@@ -261,7 +263,8 @@ def site_pdf(
     body: list[Flowable] = [_p(text.statement(r.compliance, units))]
     if r.recommendation.value != "none":
         first_step = text.RECOMMENDATION_LABEL[r.recommendation]
-        body.append(_p(f"Recommended first step for the village: {first_step}"))
+        why = f" ({r.next_step})" if r.next_step else ""
+        body.append(_p(f"Recommended first step for the village: {first_step}{why}"))
     if r.compliance.citations:
         body.append(_cites(r.compliance.citations))
     story.append(_statement(r.compliance.status, text.STATUS_LABEL[r.compliance.status], body))
@@ -461,8 +464,8 @@ def site_pdf(
         months = f" in {', '.join(pen.violation_months)}" if pen.violation_months else ""
         story.append(
             _p(
-                f"{pen.violation_days} violation day(s){months}. Estimated total: "
-                f"{text.usd_range(pen.min_usd, pen.max_usd)}."
+                f"{pen.violation_days} confirmed violation day(s){months}. Estimated total for "
+                f"confirmed violations: {text.usd_range(pen.min_usd, pen.max_usd)}."
             )
         )
         story.append(
@@ -485,8 +488,40 @@ def site_pdf(
                 )
             )
         )
+    story += _suspected(r, tz)
     header = f"SumpWatch - {title} - {r.site.name} ({r.site.site_id})"
     return _build(story, f"{title}: {r.site.name}", header, r.generated_at)
+
+
+def _suspected(r: SiteReport, tz: str) -> list[Flowable]:
+    """Suspected episodes, apart from the confirmed estimate (telemetry only)."""
+    if not r.suspected:
+        return []
+    what_if = r.penalties_if_confirmed
+    lead = (
+        "Suspected episodes (telemetry only, not counted above). A violation needs a "
+        "confirming record: an inspection result or a dated observation with its source."
+    )
+    if what_if is not None:
+        lead += (
+            f" If every suspected episode were confirmed, the estimate would be "
+            f"{text.usd_range(what_if.min_usd, what_if.max_usd)} "
+            f"({what_if.violation_days} day(s))."
+        )
+    rows: list[list[Any]] = [
+        [s.title, text.local_time(s.start, tz), text.local_time(s.end, tz), s.days,
+         s.confidence, _cites(s.citations)]
+        for s in r.suspected
+    ]  # fmt: skip
+    return [
+        _p(lead),
+        _table(
+            ["Suspected", "From", "To", "Days", "Evidence", "Citations"],
+            rows,
+            [1.7, 1.0, 1.0, 0.5, 1.3, 1.3],
+            numeric=[3],
+        ),
+    ]
 
 
 def village_pdf(

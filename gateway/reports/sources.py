@@ -8,13 +8,14 @@ is reported as "not available" in the document rather than shown as "none".
 
 from __future__ import annotations
 
+import builtins
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 from alerts.models import Alert, AlertQuery
-from gateway.domain import Finding
+from gateway.domain import Confirmation, ConfirmationSource, Finding
 from gateway.errors import StoreError
 from gateway.registry.models import SiteRegistry
 from gateway.rules.pack import RulePack
@@ -39,6 +40,11 @@ class FindingSource(Protocol):
         limit: int = ...,
     ) -> list[Finding]:
         """Findings of a site that were open at some time in [since, until)."""
+
+    async def level_histories(
+        self, finding_ids: builtins.list[str]
+    ) -> dict[str, builtins.list[tuple[datetime, str]]]:
+        """Each finding's ``(at, level)`` events, oldest first."""
 
 
 class AlertSource(Protocol):
@@ -76,6 +82,26 @@ class ReportSources:
     store: TimeSeriesStore
     findings: FindingSource | None = None
     alerts: AlertSource | None = None
+    #: Inspections and observations that confirm or refute what telemetry suspects.
+    confirmations: ConfirmationSource | None = None
+
+    async def levels_of(self, findings: list[Finding]) -> dict[str, list[tuple[datetime, str]]]:
+        """Level histories of the findings, where the findings source keeps them.
+
+        A source without histories gives none; the verdict then takes each finding's
+        last level for its whole span and the report says so.
+        """
+        if self.findings is None or not findings:
+            return {}
+        return await self.findings.level_histories([f.id for f in findings])
+
+    def confirmations_of(
+        self, site_id: str, since: datetime, until: datetime
+    ) -> list[Confirmation]:
+        """Confirming or refuting records of one site in [since, until)."""
+        if self.confirmations is None:
+            return []
+        return self.confirmations.confirmations(site_id, since, until)
 
     async def findings_of(self, site_id: str, since: datetime, until: datetime) -> list[Finding]:
         """Findings of one site overlapping [since, until) (empty without a repository)."""
@@ -109,4 +135,5 @@ def sources_from_services(services: Services) -> ReportSources:
         store=services.store,
         findings=services.findings,
         alerts=alerts,
+        confirmations=services.confirmations,
     )

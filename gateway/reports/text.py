@@ -18,12 +18,16 @@ from gateway.units import UnitSystem, fmt
 
 STATUS_LABEL = {
     ComplianceStatus.VIOLATION: "Not in compliance",
+    ComplianceStatus.SUSPECTED: "Suspected violation (not confirmed)",
     ComplianceStatus.ATTENTION: "Needs attention",
+    ComplianceStatus.NOT_CHECKED: "No violation found; not fully checked",
     ComplianceStatus.COMPLIANT: "In compliance",
     ComplianceStatus.INSUFFICIENT_DATA: "Insufficient data",
 }
 RECOMMENDATION_LABEL = {
     Recommendation.ORDER: "Order",
+    Recommendation.CITATION: "Citation",
+    Recommendation.NOTICE: "Notice to correct",
     Recommendation.INSPECTION: "Inspection",
     Recommendation.NONE: "-",
 }
@@ -36,6 +40,7 @@ DESTINATION_LABEL = {
     "swale": "swale",
     "storm_lateral": "storm sewer lateral",
     "sanitary": "sanitary sewer",
+    "not_recorded": "not recorded",
 }
 
 

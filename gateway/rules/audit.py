@@ -8,19 +8,50 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, Literal
 
 from gateway.domain import Citation
-from gateway.registry.models import SiteConfig
-from gateway.rules.pack import Requirement, RulePack
+from gateway.registry.models import Installation, SiteConfig
+from gateway.rules.pack import Requirement, RulePack, Season
 
-AuditStatus = Literal["fail", "advisory", "unknown"]
+#: fail: recorded and fails; advisory: may fail; unknown: a fact it needs is not
+#: recorded (never a pass, never a fail); waived: fails, but a waiver the pack's text
+#: provides for covers it at the audit's instant.
+AuditStatus = Literal["fail", "advisory", "unknown", "waived"]
+
+#: How the audit names an installation fact nobody recorded.
+FIELD_LABELS = {
+    "destination": "where the discharge goes",
+    "pipe_inside_diameter_in": "the discharge pipe's inside diameter",
+    "pipe_rigid": "whether the discharge line is rigid pipe",
+    "valving_or_quick_connect": "whether the line has valving or quick connections",
+    "check_valve": "whether there is a check valve",
+    "check_valve_height_ft": "the check valve's height above the floor",
+    "air_gap": "whether the storm connection has an air gap",
+    "union_coupling": "whether the storm connection has a union or coupling",
+    "outlet_height_above_grade_ft": "the pipe's exit height above grade",
+    "outlet_to_foundation_ft": "the outlet's distance from the foundation",
+    "outlet_to_property_line_ft": "the outlet's distance from the property line",
+    "outlet_to_walkway_ft": "the outlet's distance from a walkway",
+    "outlet_to_right_of_way_ft": "the outlet's distance from the street or right-of-way",
+    "flows_toward_property_line": "whether the discharge flows toward the property line",
+    "absorbent_surface": "whether the discharge lands on an absorbent surface",
+    "storm_sewer_available": "whether a storm sewer is available",
+    "pit_to_floor_drain_ft": "the pit's distance from a floor drain",
+    "discharge_existing_since": "the date the discharge was installed",
+}
+_MONTHS = (
+    "January", "February", "March", "April", "May", "June", "July", "August",
+    "September", "October", "November", "December",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
 class AuditItem:
-    """One requirement a site fails (or may fail: advisory; cannot tell: unknown)."""
+    """One requirement a site fails (or may fail: advisory; cannot tell: unknown;
+    fails under a waiver: waived)."""
 
     site_id: str
     jurisdiction: str
@@ -69,36 +100,115 @@ def _passes(check: str, actual: Any, expected: Any) -> bool:
     raise ValueError(f"unknown check kind {check!r}")
 
 
-def _applies(req: Requirement, site: SiteConfig) -> bool:
-    inst = site.installation
-    for name, allowed in req.when.items():
-        if _plain(getattr(inst, name)) not in allowed:
-            return False
+def season_advice(season: Season, day: Any) -> str:
+    """How advice about the winter season starts on local ``day``: "Before November 15,"
+    outside the season, "Now, during the winter season (Nov 15 - Apr 15)," inside it."""
+    if season.contains(day):
+        return f"Now, during the winter season ({season.label()}),"
+    month, mday = season.start
+    return f"Before {_MONTHS[month - 1]} {mday},"
+
+
+def _conditions(conds: Any, inst: Installation) -> tuple[bool, list[str]]:
+    """(all recorded conditions hold, fields that are not recorded)."""
+    missing: list[str] = []
+    holds = True
+    for name, allowed in conds.items():
+        value = _plain(getattr(inst, name))
+        if value is None:
+            missing.append(name)
+        elif value not in allowed:
+            holds = False
+    return holds, missing
+
+
+def _unknown(fields: list[str], req: Requirement) -> str:
+    labels = "; ".join(FIELD_LABELS.get(f, f.replace("_", " ")) for f in fields)
+    return f"Not recorded: {labels}. Requirement {req.id} could not be checked."
+
+
+def _judge(req: Requirement, inst: Installation) -> tuple[AuditStatus | None, str, Any]:
+    """(status or None when met / not applicable, message, actual value).
+
+    A recorded value that passes is met whatever else is unknown (whether the
+    requirement applies, the install date); a failing one counts only once every
+    fact deciding that it applies is recorded.
+    """
+    applies, missing = _conditions(req.when, inst)
+    if not applies:
+        return None, "", None
     since = inst.discharge_existing_since
-    return not (
-        req.unless_existing_before is not None
-        and since is not None
-        and since < req.unless_existing_before
-    )
+    before = req.unless_existing_before
+    if before is not None:
+        if since is None:
+            missing.append("discharge_existing_since")
+        elif since <= before:  # "existing ... as of January 1, 2024": that day included
+            return None, "", None
+    actual = _plain(getattr(inst, req.field))
+    if actual is not None and _passes(req.check, actual, req.expected):
+        return None, "", actual
+    if req.met_if:
+        met, unrecorded = _conditions(req.met_if, inst)
+        if met and not unrecorded:
+            return None, "", actual  # met through the alternative another provision gives
+        if met:
+            missing += unrecorded
+    if actual is None:
+        missing.append(req.field)
+    if missing:
+        return ("unknown" if req.status == "fail" else None), _unknown(missing, req), actual
+    return req.status, req.message.format(actual=_fmt(actual), expected=_fmt(req.expected)), actual
 
 
-def audit_site(site: SiteConfig, pack: RulePack) -> list[AuditItem]:
-    """Every requirement of the pack that the site fails, in pack order."""
+def _waiver_note(
+    req: Requirement, site: SiteConfig, pack: RulePack, at: datetime
+) -> tuple[str, Citation] | None:
+    """A waiver in force at ``at`` that the pack's text provides for, as (note, citation)."""
+    if req.rule is None:
+        return None
+    cite = pack.rule(req.rule).waiver_citation
+    if cite is None:
+        return None  # the text has no waiver clause: a registry waiver changes nothing
+    for w in site.waivers:
+        if w.rule == req.rule and w.covers_at(at, site.tz):
+            ref = f" ({w.reference})" if w.reference else ""
+            return f" An approved waiver{ref} covers it until {w.end}.", cite
+    return None
+
+
+def audit_site(
+    site: SiteConfig,
+    pack: RulePack,
+    *,
+    at: datetime | None = None,
+    installation: Installation | None = None,
+) -> list[AuditItem]:
+    """Every requirement of the pack that the site fails, may fail, cannot be checked
+    for, or fails under a waiver, in pack order.
+
+    ``at`` (default now) is the instant of the audit: it picks the installation
+    record in force on that local day (unless ``installation`` is given), the
+    waivers in force, and the wording of seasonal advice.
+    """
+    at = at or datetime.now(UTC)
+    day = at.astimezone(site.tz).date()
+    inst = installation if installation is not None else site.installation_on(day)
+    before_season = season_advice(pack.season, day)
     items: list[AuditItem] = []
     for req in pack.requirements:
-        if not _applies(req, site):
+        status, message, actual = _judge(req, inst)
+        if status is None:
             continue
-        actual = _plain(getattr(site.installation, req.field))
-        if actual is None:
-            if req.status != "fail":
-                continue  # an advisory on a value nobody recorded is noise
-            status: AuditStatus = "unknown"
-            message = f"{req.field} is not recorded for this site; cannot check {req.id}."
-        elif _passes(req.check, actual, req.expected):
-            continue
-        else:
-            status = req.status
-            message = req.message.format(actual=_fmt(actual), expected=_fmt(req.expected))
+        citations = req.citations
+        if status == "fail":
+            waived = _waiver_note(req, site, pack, at)
+            if waived is not None:
+                status, message = "waived", message + waived[0]
+                citations = (*citations, waived[1])
+        action = req.action.replace("{before_season}", before_season)
+        if status == "unknown":
+            # Nothing is known to fix: the step is to record the fact.
+            action = "Record it in the site registry (from an inspection or the owner)."
         items.append(
             AuditItem(
                 site_id=site.id,
@@ -106,11 +216,11 @@ def audit_site(site: SiteConfig, pack: RulePack) -> list[AuditItem]:
                 requirement_id=req.id,
                 status=status,
                 message=message,
-                action=req.action,
+                action=action,
                 field=req.field,
                 actual=actual,
                 expected=_plain(req.expected),
-                citations=req.citations,
+                citations=citations,
             )
         )
     return items

@@ -83,6 +83,7 @@ def action_for(rule_id: str, pack: RulePack | None) -> str:
     if pack is None:
         return action
     spec = pack.rule(rule_id)
+    action = spec.advice or action  # the pack's wording where the catalog's breaks its text
     if spec.enforced and spec.grace_period is not None and spec.grace_citation is not None:
         days = spec.grace_period.days
         action += (

@@ -72,10 +72,11 @@ def audit(
         for col in ("site", "status", "requirement", "finding", "citation"):
             table.add_column(col, overflow="fold")
         for i in items:
-            style = {"fail": "red", "advisory": "yellow"}.get(i.status, "dim")
+            style = {"fail": "red", "advisory": "yellow", "waived": "cyan"}.get(i.status, "dim")
+            shown = "not recorded" if i.status == "unknown" else i.status
             table.add_row(
                 i.site_id,
-                f"[{style}]{i.status}[/{style}]",
+                f"[{style}]{shown}[/{style}]",
                 i.requirement_id,
                 i.message,
                 "; ".join(str(c) for c in i.citations),

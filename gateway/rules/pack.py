@@ -32,6 +32,8 @@ DEFAULT_SEASON_START = (11, 15)
 DEFAULT_SEASON_END = (4, 15)
 
 CheckKind = Literal["min", "max", "gt", "lt", "equals", "in", "not_in"]
+#: What the village does about a rule's finding, as the pack's text provides it.
+EnforcementStepKind = Literal["inspection", "order", "citation", "notice"]
 RequirementStatus = Literal["fail", "advisory"]
 
 _CFG = ConfigDict(extra="forbid", frozen=True)
@@ -45,6 +47,8 @@ class _CiteModel(BaseModel):
     file: str = Field(min_length=1)
     section: str = Field(min_length=1)
     quote: str = ""
+    #: The section applies only inside the pack's season (Edgar (e)(1)b).
+    season_only: bool = False
 
     def build(self) -> Citation:
         return Citation(self.file, self.section, self.quote)
@@ -56,6 +60,9 @@ class _NumberModel(BaseModel):
     unit: str = ""
     cite: _CiteModel
     note: str = ""
+    #: The text names no such number: the value is the product's default, and
+    #: ``cite`` is the provision it serves, not a source of the value.
+    default: bool = False
 
 
 class _SeasonModel(BaseModel):
@@ -94,6 +101,23 @@ class _PenaltyModel(BaseModel):
         return self
 
 
+class _StepModel(BaseModel):
+    model_config = _CFG
+    step: EnforcementStepKind
+    summary: str
+    cite: _CiteModel | None = None
+    deadline: str | None = Field(None, description="Dotted path of a days number")
+    #: What must confirm a violation before this step: "inspection" when the text
+    #: ties the step to a village inspection, "any" for any confirming record.
+    requires: Literal["inspection", "any"] = "any"
+
+
+class _StepsModel(BaseModel):
+    model_config = _CFG
+    suspected: _StepModel | None = None
+    confirmed: _StepModel | None = None
+
+
 class _RuleModel(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     enforced: bool
@@ -102,6 +126,9 @@ class _RuleModel(BaseModel):
     note: str = ""
     grace_period: str | None = Field(None, description="Dotted path of a days number")
     waiver_cite: _CiteModel | None = None
+    steps: _StepsModel | None = None
+    #: Replaces the catalog's advice where that advice would break this pack's text.
+    advice: str = ""
 
     @model_validator(mode="after")
     def _cited_if_enforced(self) -> _RuleModel:
@@ -121,7 +148,9 @@ class _RequirementModel(BaseModel):
     number: str | None = None
     cite: _CiteModel | None = None
     when: dict[str, list[Any]] = Field(default_factory=dict)
+    met_if: dict[str, list[Any]] = Field(default_factory=dict)
     unless_existing_before: str | None = None
+    rule: str | None = Field(None, description="Detector rule whose waiver covers this item")
     status: RequirementStatus = "fail"
     message: str
     action: str = ""
@@ -129,7 +158,7 @@ class _RequirementModel(BaseModel):
     @model_validator(mode="after")
     def _shape(self) -> _RequirementModel:
         fields = Installation.model_fields
-        for name in (self.field, *self.when):
+        for name in (self.field, *self.when, *self.met_if):
             if name not in fields:
                 raise ValueError(f"requirement {self.id}: unknown installation field {name!r}")
         if (self.value is None) == (self.number is None):
@@ -171,6 +200,7 @@ class Number:
     unit: str
     citation: Citation
     note: str = ""
+    is_default: bool = False  # the product's default, not a number of the text
 
     @property
     def as_float(self) -> float:
@@ -222,6 +252,18 @@ class Penalty:
 
 
 @dataclass(frozen=True, slots=True)
+class EnforcementStep:
+    """What the village does first about a suspected or a confirmed finding of a rule."""
+
+    step: str  # EnforcementStepKind
+    summary: str
+    citation: Citation | None = None
+    deadline_days: int | None = None
+    deadline_citation: Citation | None = None
+    requires: str = "any"  # "inspection" | "any"
+
+
+@dataclass(frozen=True, slots=True)
 class RuleSpec:
     """How a pack treats one detector rule id.
 
@@ -239,6 +281,10 @@ class RuleSpec:
     grace_citation: Citation | None = None
     waiver_citation: Citation | None = None
     params: Mapping[str, Number] = dc_field(default_factory=dict)
+    season_only: tuple[Citation, ...] = ()  # citations that apply only inside the season
+    on_suspected: EnforcementStep | None = None
+    on_confirmed: EnforcementStep | None = None
+    advice: str = ""  # the pack's own wording of what to do (catalog.action_for)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +302,9 @@ class Requirement:
     when: Mapping[str, tuple[Any, ...]] = dc_field(default_factory=dict)
     unless_existing_before: date | None = None
     unit: str = ""
+    met_if: Mapping[str, tuple[Any, ...]] = dc_field(default_factory=dict)
+    rule: str | None = None  # detector rule whose waiver (in a waiver pack) covers it
+    default_number: bool = False  # the compared number is a product default
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +352,12 @@ class RulePack:
         """Time the text gives the owner to correct a finding of this rule, if any."""
         return self.rule(rule_id).grace_period
 
+    def citations_on(self, rule_id: str, day: date) -> tuple[Citation, ...]:
+        """The rule's citations that apply on local ``day`` (season-only ones in season)."""
+        spec = self.rule(rule_id)
+        in_season = self.season.contains(day)
+        return tuple(c for c in spec.citations if in_season or c not in spec.season_only)
+
 
 # ---------------------------------------------------------------- loading
 
@@ -317,7 +372,29 @@ def _parse_month_day(text: str) -> tuple[int, int]:
 
 
 def _number(model: _NumberModel) -> Number:
-    return Number(model.value, model.unit, model.cite.build(), model.note)
+    return Number(model.value, model.unit, model.cite.build(), model.note, model.default)
+
+
+def _step(
+    pack_id: str, model: _StepModel | None, numbers: dict[str, Number]
+) -> EnforcementStep | None:
+    if model is None:
+        return None
+    deadline: Number | None = None
+    if model.deadline is not None:
+        deadline = numbers.get(model.deadline)
+        if deadline is None or deadline.unit != "days":
+            raise ConfigError(
+                f"pack {pack_id}: step deadline {model.deadline!r} must name a number in days"
+            )
+    return EnforcementStep(
+        step=model.step,
+        summary=model.summary,
+        citation=None if model.cite is None else model.cite.build(),
+        deadline_days=None if deadline is None else int(deadline.as_float),
+        deadline_citation=None if deadline is None else deadline.citation,
+        requires=model.requires,
+    )
 
 
 def _opt(model: _NumberModel | None) -> Number | None:
@@ -356,6 +433,10 @@ def _build(model: _PackModel, source: Path | None) -> RulePack:
             grace_citation=None if grace is None else grace.citation,
             waiver_citation=None if rule.waiver_cite is None else rule.waiver_cite.build(),
             params=MappingProxyType(params),
+            season_only=tuple(c.build() for c in rule.cites if c.season_only),
+            on_suspected=_step(model.id, rule.steps.suspected if rule.steps else None, numbers),
+            on_confirmed=_step(model.id, rule.steps.confirmed if rule.steps else None, numbers),
+            advice=rule.advice,
         )
 
     requirements = tuple(_requirement(model.id, r, numbers) for r in model.requirements)
@@ -415,13 +496,21 @@ def _requirement(pack_id: str, r: _RequirementModel, numbers: dict[str, Number])
         citations.append(r.cite.build())
     unit = ""
     expected: Any = r.value
+    default_number = False
     if r.number is not None:
         num = numbers.get(r.number)
         if num is None:
             raise ConfigError(f"pack {pack_id}: requirement {r.id} names unknown number {r.number}")
-        expected, unit = num.value, num.unit
-        if num.citation not in citations:
+        expected, unit, default_number = num.value, num.unit, num.is_default
+        # A product default's citation names the provision it serves, not a source
+        # of the value: the requirement cites its own provision instead.
+        if not num.is_default and num.citation not in citations:
             citations.append(num.citation)
+    if default_number and r.cite is None:
+        raise ConfigError(
+            f"pack {pack_id}: requirement {r.id} compares with a default number and needs "
+            "its own cite"
+        )
     if r.check in ("min", "max", "gt", "lt") and not isinstance(expected, int | float):
         raise ConfigError(f"pack {pack_id}: requirement {r.id} compares with a non-number")
     if r.check in ("in", "not_in") and not isinstance(expected, list):
@@ -448,6 +537,9 @@ def _requirement(pack_id: str, r: _RequirementModel, numbers: dict[str, Number])
         when=MappingProxyType({k: tuple(v) for k, v in r.when.items()}),
         unless_existing_before=before,
         unit=unit,
+        met_if=MappingProxyType({k: tuple(v) for k, v in r.met_if.items()}),
+        rule=r.rule,
+        default_number=default_number,
     )
 
 

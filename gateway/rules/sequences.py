@@ -90,8 +90,8 @@ class MiniSump:
         out: list[Reading] = []
         pit = self.site.pit
         area_l_per_cm = pit.area_cm2 / 1000.0
-        line_l = 3.14159 * (self.site.installation.pipe_inside_diameter_in * 0.0127) ** 2
-        line_l *= self.site.installation.line_length_m * 1000.0
+        diameter_in, length_m, _rise = self.site.installation.line_geometry
+        line_l = 3.14159 * (diameter_in * 0.0127) ** 2 * length_m * 1000.0
         for _ in range(seconds):
             self.t += 1
             f = self.faults

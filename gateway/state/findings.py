@@ -220,6 +220,33 @@ class FindingRepository:
 
         return await self.db.read(run)
 
+    async def level_histories(
+        self, finding_ids: builtins.list[str]
+    ) -> dict[str, builtins.list[tuple[datetime, str]]]:
+        """Each finding's level over time: ``(at, level)`` per event, oldest first.
+
+        Reports count violation days from this, not from a finding's last level.
+        """
+        if not finding_ids:
+            return {}
+
+        def run(conn: sqlite3.Connection) -> dict[str, builtins.list[tuple[datetime, str]]]:
+            out: dict[str, builtins.list[tuple[datetime, str]]] = {i: [] for i in finding_ids}
+            for start in range(0, len(finding_ids), 500):
+                chunk = finding_ids[start : start + 500]
+                rows = conn.execute(
+                    "SELECT finding_id, at, level FROM finding_events WHERE finding_id IN "
+                    f"({','.join('?' * len(chunk))}) ORDER BY finding_id, seq",
+                    chunk,
+                )
+                for r in rows:
+                    at = _parse(r["at"])
+                    assert at is not None
+                    out[r["finding_id"]].append((at, r["level"]))
+            return out
+
+        return await self.db.read(run)
+
 
 def _stored_level(conn: sqlite3.Connection, finding_id: str) -> str | None:
     row = conn.execute("SELECT level FROM findings WHERE id = ?", (finding_id,)).fetchone()

@@ -15,7 +15,7 @@ from gateway.domain import Finding, Reading
 from gateway.registry import SiteConfig
 from gateway.rules.audit import AuditItem, audit_site
 from gateway.rules.pack import RulePack
-from gateway.services import Services
+from gateway.services import Services, current_verdict
 from gateway.store.base import Rollup, SeriesQuery
 from gateway.store.rollups import MAX_HOLD_S, compute_minutes, floor_to
 
@@ -37,6 +37,10 @@ def audit(services: Services, site: SiteConfig) -> list[AuditItem]:
     """The static installation audit of one site."""
     pack = pack_of(services, site)
     return [] if pack is None else audit_site(site, pack)
+
+
+#: The site's one compliance verdict now (see :func:`gateway.services.current_verdict`).
+verdict = current_verdict
 
 
 async def open_findings(services: Services, site_ids: Iterable[str] | None = None) -> list[Finding]:

@@ -20,9 +20,9 @@ from gateway.contract import NodeKind
 from gateway.domain import Citation, Finding, Reading, Severity
 from gateway.registry import SiteConfig
 from gateway.registry.models import DischargeDestination
-from gateway.rules.audit import AuditItem
 from gateway.rules.catalog import CATALOG
 from gateway.rules.pack import RulePack
+from gateway.rules.verdict import Verdict, VerdictStatus
 from gateway.services import Services
 from gateway.web import sources
 from gateway.web.units import UnitSystem, fmt, unit
@@ -30,7 +30,8 @@ from gateway.web.units import UnitSystem, fmt, unit
 State = Literal["ok", "attention", "problem", "unknown"]
 #: Outlet flow below this (L/min) is "no flow": sensor noise, drips.
 FLOWING_LPM = 0.5
-DESTINATIONS = {
+DESTINATIONS: dict[DischargeDestination | None, str] = {
+    None: "Not recorded",
     DischargeDestination.GRADE: "Onto the lawn (grade)",
     DischargeDestination.SWALE: "Into a yard swale",
     DischargeDestination.STORM_LATERAL: "Into the storm sewer lateral",
@@ -139,13 +140,19 @@ class SiteOverview(BaseModel):
     outdoor_temp_text: str
     pit_water_temp_text: str
     destination_text: str
+    #: False: a requirement forbids it; True: the pack's requirements on where the water
+    #: goes were checked and met (or a waiver the text provides covers it); None: not
+    #: recorded, only suspected, or the text does not address it (no legality claimed).
     destination_lawful: bool | None
     destination_note: str
     destination_citations: list[CitationView]
     season_text: str
     alerts_enabled: bool
     alerts: list[AlertView]
-    compliance_ok: bool
+    compliance_ok: bool  # the verdict is "compliant"
+    verdict_status: str  # gateway.rules.verdict.VerdictStatus
+    verdict_label: str
+    verdict_text: str  # worded for the viewer (staff or homeowner)
     compliance: list[ComplianceItemView]
     nodes: list[NodeView]
 
@@ -247,26 +254,41 @@ def _last_cycle(pit_rows: list[Reading], site: SiteConfig, now: datetime) -> str
 
 
 def _destination(
-    site: SiteConfig,
-    audit_items: list[AuditItem],
-    findings: list[Finding],
-    pack: RulePack | None,
+    site: SiteConfig, verdict: Verdict, pack: RulePack | None
 ) -> tuple[bool | None, str, list[CitationView]]:
-    """Is the registered discharge destination lawful here, and why (cited)."""
-    sanitary = next((f for f in findings if f.rule_id == "sanitary_discharge"), None)
-    if sanitary is not None:
-        return (
-            False,
-            "The readings suggest the water is going to the sanitary sewer: " + sanitary.title,
-            [citation_view(c, pack) for c in sanitary.citations],
-        )
-    failing = [i for i in audit_items if i.field == "destination" and i.status == "fail"]
-    if failing:
-        item = failing[0]
-        return False, item.message, [citation_view(c, pack) for c in item.citations]
+    """What the verdict says about where the water goes, claiming no more than the text."""
     if pack is None:
         return None, f"No rule pack for jurisdiction {site.jurisdiction!r}.", []
-    return True, f"Allowed under {pack.name.split(':')[0]}.", []
+    items = [i for i in verdict.audit if i.field == "destination"]
+    for status in ("fail", "waived"):
+        item = next((i for i in items if i.status == status), None)
+        if item is not None:
+            cites = [citation_view(c, pack) for c in item.citations]
+            return status == "waived", item.message, cites
+    sanitary = [s for s in verdict.spells if s.rule_id == "sanitary_discharge"]
+    if any(s.status == "confirmed" for s in sanitary):
+        spell = next(s for s in sanitary if s.status == "confirmed")
+        return False, "Confirmed: " + spell.title, [citation_view(c, pack) for c in spell.citations]
+    if any(s.status == "suspected" for s in sanitary):
+        spell = next(s for s in sanitary if s.status == "suspected")
+        return (
+            None,
+            "Suspected, not confirmed: "
+            + spell.title
+            + ". An inspection confirms or rules it out.",
+            [citation_view(c, pack) for c in spell.citations],
+        )
+    name = pack.name.split(":")[0]
+    unknown = next((i for i in items if i.status == "unknown"), None)
+    if verdict_installation(site, verdict.as_of).destination is None or unknown is not None:
+        return None, "Where the water goes is not recorded, so it could not be checked.", []
+    advisory = next((i for i in items if i.status == "advisory"), None)
+    if advisory is not None:
+        return None, advisory.message, [citation_view(c, pack) for c in advisory.citations]
+    checked = [r for r in pack.requirements if r.field == "destination" and r.status == "fail"]
+    if not checked:
+        return None, f"{name} does not say where a sump may discharge.", []
+    return True, f"Meets the requirements of {name} on where the water goes.", []
 
 
 def _status(
@@ -276,6 +298,8 @@ def _status(
     alerts: list[Alert],
     now: datetime,
     silence_factor: float,
+    staff: bool = False,
+    suspected: frozenset[str] = frozenset(),
 ) -> StatusView:
     pit_node = site.node_of_kind(NodeKind.PIT)
     pit = latest.get(pit_node.id) if pit_node else None
@@ -308,12 +332,21 @@ def _status(
         f for f in findings if f.severity is Severity.CRITICAL
     ]
     if problems:
-        return StatusView(state="problem", headline=problems[0].title, detail=problems[0].action)
+        first = problems[0]
+        # Telemetry alone suspects a violation; the banner must not state it as a fact.
+        headline = f"Suspected: {first.title}" if first.rule_id in suspected else first.title
+        return StatusView(state="problem", headline=headline, detail=first.action)
     concerns = [a for a in alerts if a.severity is Severity.WARNING] + [
         f for f in findings if f.severity is Severity.WARNING
     ]
     if concerns:
         return StatusView(state="attention", headline=concerns[0].title, detail=concerns[0].action)
+    if staff:
+        return StatusView(
+            state="ok",
+            headline="Pump working",
+            detail="The pit empties when it should; no alert or finding is open.",
+        )
     return StatusView(
         state="ok",
         headline="Your pump is OK",
@@ -358,8 +391,9 @@ async def site_overview(
     latest: dict[str, Reading] = await runtime.store.latest(site.id)
     findings = await sources.open_findings(runtime, [site.id])
     alerts = await sources.live_alerts(runtime, site_id=site.id)
-    audit_items = sources.audit(runtime, site)
+    verdict = await sources.verdict(runtime, site, now, findings)
     factor = runtime.settings.silence_factor
+    staff = principal.is_staff
 
     pit_node = site.node_of_kind(NodeKind.PIT)
     out_node = site.node_of_kind(NodeKind.DISCHARGE)
@@ -389,27 +423,28 @@ async def site_overview(
     pump_on = pit.values.get("pump_on") if pit else None
     backup = pit.values.get("backup_pump_on") if pit else None
     state, discharge_text = _discharge(outlet, pit, findings, units)
-    lawful, note, dest_cites = _destination(site, audit_items, findings, pack)
-    cited_findings = [f for f in findings if f.citations]
+    lawful, note, dest_cites = _destination(site, verdict, pack)
+    by_id = {f.id: f for f in findings}
     compliance = [
         ComplianceItemView(
             kind="finding",
-            status=f.level or f.severity.value,
-            message=f.title,
-            action=f.action,
-            citations=[citation_view(c, pack) for c in f.citations],
-            evidence=[(k.replace("_", " "), _plain(v)) for k, v in f.evidence.items()],
+            status=spell.status,
+            message=spell.title
+            + ("" if spell.status != "suspected" else " (suspected: telemetry only)"),
+            action=by_id[spell.finding_id].action if spell.finding_id in by_id else "",
+            citations=[citation_view(c, pack) for c in spell.citations],
+            evidence=[(k.replace("_", " "), _plain(v)) for k, v in spell.evidence.items()],
         )
-        for f in cited_findings
+        for spell in verdict.spells
     ] + [
         ComplianceItemView(
             kind="audit",
-            status=i.status,
+            status="not recorded" if i.status == "unknown" else i.status,
             message=i.message,
             action=i.action,
             citations=[citation_view(c, pack) for c in i.citations],
         )
-        for i in audit_items
+        for i in verdict.audit
     ]
     newest = max((r.ts for r in latest.values()), default=None)
     nodes = []
@@ -437,7 +472,9 @@ async def site_overview(
         updated_text=sources.local_time(now, site, now),
         has_data=bool(latest),
         last_reading_ms=int(newest.timestamp() * 1000) if newest else None,
-        status=_status(site, latest, findings, alerts, now, factor),
+        status=_status(
+            site, latest, findings, alerts, now, factor, staff, _suspected_rules(verdict)
+        ),
         pit=_pit_view(site, pit.number("level_cm") if pit else None, units),
         pump_text="—" if pump_on is None else ("Running" if pump_on else "Off"),
         pump_running=None if pump_on is None else bool(pump_on),
@@ -456,20 +493,41 @@ async def site_overview(
         ),
         outdoor_temp_text=fmt("temperature", air.number("air_temp_c") if air else None, units),
         pit_water_temp_text=fmt("temperature", pit.number("water_temp_c") if pit else None, units),
-        destination_text=DESTINATIONS[site.installation.destination],
+        destination_text=DESTINATIONS[verdict_installation(site, now).destination],
         destination_lawful=lawful,
         destination_note=note,
         destination_citations=dest_cites,
         season_text=f"Winter season: {pack.season.label()}" if pack else "",
         alerts_enabled=sources.alerts_enabled(runtime),
         alerts=[alert_view(a, site, principal, pack, now) for a in alerts],
-        # An audit "fail" or a finding of warning/critical severity is non-compliance;
-        # advisories, unknowns and "watch"-level findings are points to check.
-        compliance_ok=not any(i.status == "fail" for i in audit_items)
-        and not any(f.severity is not Severity.INFO for f in cited_findings),
+        # The one verdict (gateway.rules.verdict) the console, API and reports also read.
+        compliance_ok=verdict.status is VerdictStatus.COMPLIANT,
+        verdict_status=verdict.status.value,
+        verdict_label=verdict.label,
+        verdict_text=verdict.sentence("staff" if staff else "homeowner"),
         compliance=compliance,
         nodes=nodes,
     )
+
+
+def _suspected_rules(verdict: Verdict) -> frozenset[str]:
+    """Rules with a suspected and no confirmed violation spell."""
+    confirmed = {s.rule_id for s in verdict.confirmed}
+    return frozenset(s.rule_id for s in verdict.suspected if s.rule_id not in confirmed)
+
+
+def verdict_installation(site: SiteConfig, now: datetime) -> Any:
+    """The installation record in force today (the one the verdict audits)."""
+    return site.installation_on(now.astimezone(site.tz).date())
+
+
+#: The verdict's weight on a console row's state: a violation is a problem whatever
+#: the pump does; a suspected one needs attention.
+_VERDICT_STATE: dict[VerdictStatus, State] = {
+    VerdictStatus.VIOLATION: "problem",
+    VerdictStatus.SUSPECTED: "attention",
+}
+_STATE_RANK = {"problem": 0, "attention": 1, "unknown": 2, "ok": 3}
 
 
 class ConsoleRow(BaseModel):
@@ -480,6 +538,9 @@ class ConsoleRow(BaseModel):
     address: str
     status: State
     status_text: str
+    verdict_status: str
+    verdict_label: str
+    verdict_text: str
     open_findings: int
     open_alerts: int
     last_seen_text: str
@@ -537,13 +598,19 @@ async def console_view(
         latest: dict[str, Reading] = await runtime.store.latest(site.id)
         site_findings = [f for f in findings if f.site_id == site.id]
         site_alerts = [a for a in alerts if a.site_id == site.id]
-        status = _status(site, latest, site_findings, site_alerts, now, factor)
-        items = sources.audit(runtime, site)
+        verdict = await sources.verdict(runtime, site, now, site_findings)
+        status = _status(
+            site, latest, site_findings, site_alerts, now, factor, True, _suspected_rules(verdict)
+        )
+        items = list(verdict.audit)
+        state = _VERDICT_STATE.get(verdict.status, status.state)
+        if _STATE_RANK[state] > _STATE_RANK[status.state]:
+            state = status.state
         audit_rows += [
             AuditRow(
                 site_id=site.id,
                 site_name=site.name,
-                status=i.status,
+                status="not recorded" if i.status == "unknown" else i.status,
                 message=i.message,
                 action=i.action,
                 citations=[citation_view(c, pack) for c in i.citations],
@@ -557,8 +624,11 @@ async def console_view(
                 site_id=site.id,
                 name=site.name,
                 address=site.address,
-                status=status.state,
+                status=state,
                 status_text=status.headline,
+                verdict_status=verdict.status.value,
+                verdict_label=verdict.label,
+                verdict_text=verdict.sentence("staff"),
                 open_findings=len(site_findings),
                 open_alerts=len(site_alerts),
                 last_seen_text=sources.ago(newest, now) if newest else "never",

@@ -9,7 +9,7 @@ The finding repository, registry and packs come from the gateway's Services.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -21,7 +21,7 @@ from gateway.errors import NotFound
 from gateway.registry.models import SiteConfig
 from gateway.rules.audit import AuditItem, audit_site
 from gateway.rules.catalog import RULE_IDS
-from gateway.services import Services, get_services
+from gateway.services import Services, current_verdict, get_services
 from gateway.state.findings import FindingRepository
 from gateway.state.snapshots import FindingSnapshot
 
@@ -125,7 +125,9 @@ class SiteAuditPublic(BaseModel):
     site_id: str
     jurisdiction: str
     pack: str | None = Field(description="Rule pack name, None if the jurisdiction has none")
-    compliant: bool = Field(description="No failed requirement")
+    compliant: bool = Field(
+        description="Every applicable requirement checked and met (none failed or not recorded)"
+    )
     failures: int
     advisories: int
     items: list[AuditItemPublic]
@@ -257,7 +259,8 @@ def _audit(request: Request, site: SiteConfig) -> SiteAuditPublic:
         site_id=site.id,
         jurisdiction=site.jurisdiction,
         pack=None if pack is None else pack.name,
-        compliant=pack is not None and not any(i.status == "fail" for i in items),
+        # As the verdict: a requirement not checked (fact not recorded) is not "met".
+        compliant=pack is not None and not any(i.status in ("fail", "unknown") for i in items),
         failures=sum(1 for i in items if i.status == "fail"),
         advisories=sum(1 for i in items if i.status == "advisory"),
         items=[AuditItemPublic.of(i) for i in items],
@@ -281,3 +284,68 @@ async def audit_all(
 async def audit_one(request: Request, site_id: str) -> SiteAuditPublic:
     """One site's installation audit: each failed requirement with its citation."""
     return _audit(request, _site(request, site_id))
+
+
+class SpellPublic(BaseModel):
+    """A stretch at violation level of an enforced rule: suspected (telemetry only),
+    confirmed or refuted by a record, or covered by a waiver the text provides."""
+
+    rule_id: str
+    title: str
+    status: str
+    start: datetime
+    end: datetime
+    days: list[str]
+    confidence: str
+    citations: list[FindingCitation]
+
+
+class VerdictPublic(BaseModel):
+    """A site's one compliance verdict (the dashboard, console and reports read the same)."""
+
+    site_id: str
+    as_of: datetime
+    status: str = Field(description="violation, suspected, not_checked, compliant or no_pack")
+    label: str
+    statement: str = Field(description="Worded for staff")
+    requirements_failed: int
+    requirements_not_checked: int
+    confirmed_days: list[str]
+    suspected_days: list[str]
+    next_step: str | None = Field(description="The village's first step under the pack")
+    spells: list[SpellPublic]
+    audit: list[AuditItemPublic]
+
+
+@router.get("/sites/{site_id}/verdict", response_model=VerdictPublic)
+async def verdict_one(request: Request, site_id: str) -> VerdictPublic:
+    """One site's compliance verdict now: audit, open findings, confirmations, waivers."""
+    site = _site(request, site_id)
+    v = await current_verdict(_runtime(request), site, datetime.now(UTC))
+    step = v.next_step
+    return VerdictPublic(
+        site_id=site.id,
+        as_of=v.as_of,
+        status=v.status.value,
+        label=v.label,
+        statement=v.sentence("staff"),
+        requirements_failed=len(v.failed),
+        requirements_not_checked=len(v.not_checked),
+        confirmed_days=[d.isoformat() for d in v.confirmed_days],
+        suspected_days=[d.isoformat() for d in v.suspected_days],
+        next_step=None if step is None else f"{step.step}: {step.summary}",
+        spells=[
+            SpellPublic(
+                rule_id=s.rule_id,
+                title=s.title,
+                status=s.status,
+                start=s.start,
+                end=s.end,
+                days=[d.isoformat() for d in s.days],
+                confidence=s.confidence,
+                citations=[FindingCitation.of(c) for c in s.citations],
+            )
+            for s in v.spells
+        ],
+        audit=[AuditItemPublic.of(i) for i in v.audit],
+    )

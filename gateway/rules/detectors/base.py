@@ -57,9 +57,10 @@ class SiteContext:
     @property
     def line_volume_l(self) -> float:
         """Water the discharge line holds when full (falls back without a check valve)."""
-        inst = self.site.installation
-        radius_m = inst.pipe_inside_diameter_in * M_PER_IN / 2
-        return math.pi * radius_m**2 * inst.line_length_m * 1000.0
+        # Typical diameter and length where the registry records none.
+        diameter_in, length_m, _rise = self.site.installation.line_geometry
+        radius_m = diameter_in * M_PER_IN / 2
+        return math.pi * radius_m**2 * length_m * 1000.0
 
 
 @dataclass(frozen=True, slots=True)
