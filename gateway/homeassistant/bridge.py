@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 #: How long to collect the broker's retained configs after subscribing to them.
 RETAINED_SETTLE_S = 1.0
+#: Longest the clean stop waits to say "offline" (the last will covers the rest).
+STOP_PUBLISH_S = 2.0
 
 
 def _json(doc: object) -> bytes:
@@ -122,7 +124,7 @@ class HomeAssistantBridge:
 
     async def _session(self) -> None:
         will = aiomqtt.Will(AVAILABILITY_TOPIC, b"offline", qos=1, retain=True)
-        async with aiomqtt.Client(will=will, **self._client_args) as client:  # type: ignore[arg-type]
+        async with aiomqtt.Client(will=will, timeout=10.0, **self._client_args) as client:  # type: ignore[arg-type]
             try:
                 await self._announce(client)
                 self.connected.set()
@@ -132,8 +134,11 @@ class HomeAssistantBridge:
             finally:
                 self.connected.clear()
                 # A clean stop says so itself; the will covers a crash.
+                # Bounded: a stop must never wait on an unanswered PUBACK.
                 with contextlib.suppress(aiomqtt.MqttError):
-                    await client.publish(AVAILABILITY_TOPIC, b"offline", qos=1, retain=True)
+                    await client.publish(
+                        AVAILABILITY_TOPIC, b"offline", qos=1, retain=True, timeout=STOP_PUBLISH_S
+                    )
 
     async def _announce(self, client: aiomqtt.Client) -> None:
         current = {
