@@ -49,14 +49,16 @@ def _step(kind: StepKind, at: datetime, n: int, **fields: object) -> Step:
 
 def _case(*steps: tuple[StepKind, datetime, dict[str, object]]) -> Case:
     built = tuple(_step(k, at, i, **f) for i, (k, at, f) in enumerate(steps))
-    return Case("c1", "elm-16", "edgar", "sanitary_discharge", Origin.FINDING, "t", built[0].at, built)
+    return Case(
+        "c1", "elm-16", "edgar", "sanitary_discharge", Origin.FINDING, "t", built[0].at, built
+    )
 
 
 def _local(y: int, m: int, d: int, h: int = 12, tz: ZoneInfo = CHICAGO) -> datetime:
     return datetime(y, m, d, h, tzinfo=tz)
 
 
-MAILED_TO_OWNER = {"service": Service(Party.OWNER, Method.FIRST_CLASS_MAIL)}
+MAILED_TO_OWNER: dict[str, object] = {"service": Service(Party.OWNER, Method.FIRST_CLASS_MAIL)}
 
 
 def _by_id(deadlines: list[Deadline]) -> dict[str, Deadline]:
@@ -135,7 +137,9 @@ def test_waiver_application_window_counts_from_receipt_of_the_order(
     packs: dict[str, RulePack],
 ) -> None:
     order = _local(2027, 4, 1)
-    received = {"service": Service(Party.OCCUPANT, Method.FIRST_CLASS_MAIL, date(2027, 4, 5))}
+    received: dict[str, object] = {
+        "service": Service(Party.OCCUPANT, Method.FIRST_CLASS_MAIL, date(2027, 4, 5))
+    }
     case = _case((StepKind.OPENED, order, {}), (StepKind.ORDER, order, received))
     window = _deadlines(packs["edgar"], case, order)["apply_for_waiver"]
     assert window.due_on == date(2027, 4, 20)
@@ -250,7 +254,9 @@ def test_an_inspection_refusal_is_its_own_outcome_and_fails_the_case(
 ) -> None:
     at = _local(2027, 2, 1)
     refused = Inspection(outcome=Outcome.REFUSED, inspector="inspector")
-    case = _case((StepKind.OPENED, at, {}), (StepKind.INSPECTION_RESULT, at, {"inspection": refused}))
+    case = _case(
+        (StepKind.OPENED, at, {}), (StepKind.INSPECTION_RESULT, at, {"inspection": refused})
+    )
     assert case_state(case, at) is CaseState.INSPECTED_FAIL
     cite = packs["edgar"].enforcement.steps["inspection"].refusal_citation
     assert cite is not None and cite.section == "(f)(4)a.2"
