@@ -11,6 +11,7 @@ from gateway import __version__
 from gateway.accounts.access import access_control
 from gateway.accounts.setup import install_accounts, open_accounts
 from gateway.api.routes import alerts, deadletters, findings, health, sites
+from gateway.cases import routes as case_routes
 from gateway.reports import routes as report_routes
 from gateway.runtime import run_gateway
 from gateway.settings import Settings
@@ -39,6 +40,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     for module in (health, sites, deadletters, findings, alerts, report_routes):
         app.include_router(module.router)
+    app.include_router(case_routes.router)
+    app.include_router(case_routes.pages)
     install_accounts(app)
     install_web(app)
     return app

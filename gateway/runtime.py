@@ -14,6 +14,8 @@ from typing import Any
 from alerts import AlertManager
 from alerts.channels.mqtt import MqttPublisher
 from alerts.config import load_alerts_config
+from gateway.cases.repository import CaseRepository
+from gateway.cases.service import CaseService
 from gateway.domain import FindingEvent
 from gateway.errors import ConfigError
 from gateway.ingest import MqttSource
@@ -56,6 +58,7 @@ class Runtime:
     alerts: AlertManager
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     extras: dict[str, Any] = field(default_factory=dict)
+    cases: CaseService | None = None  # enforcement cases (issue 16)
 
     @property
     def writer(self) -> BatchWriter:
@@ -145,6 +148,9 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         )
         # Continue what was open before a restart instead of raising it again.
         engine.restore(await findings.open_findings())
+        case_repo = CaseRepository(db)
+        await case_repo.open()
+        cases = CaseService(case_repo, registry, packs, findings=findings)
 
         async def copy_to_store(events: list[FindingEvent]) -> None:
             # InfluxDB keeps a finding series for Grafana; SQLite ignores this.
@@ -155,7 +161,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             writer,
             metrics,
             detectors=engine,
-            sinks=[findings.apply, alerts.on_events, copy_to_store],
+            sinks=[findings.apply, alerts.on_events, copy_to_store, cases.on_events],
         )
 
         def on_connection(up: bool) -> None:
@@ -175,6 +181,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             engine,
             findings,
             alerts,
+            cases=cases,
         )
 
         async with asyncio.TaskGroup() as tg:

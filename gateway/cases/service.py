@@ -42,6 +42,7 @@ from gateway.domain import FindingChange, FindingEvent
 from gateway.errors import NotFound
 from gateway.registry import SiteConfig, SiteRegistry
 from gateway.rules.pack import RulePack
+from gateway.rules.repository import FindingRepository
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,10 @@ class CaseService:
         registry: SiteRegistry,
         packs: dict[str, RulePack],
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        findings: FindingRepository | None = None,
     ) -> None:
         self.repo = repo
+        self.findings = findings  # the evidence packet reads the findings a case gathers
         self.registry = registry
         self.packs = packs
         self.clock = clock
