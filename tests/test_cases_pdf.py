@@ -1,4 +1,4 @@
-"""Issue 16.6-16.7: the evidence packet and notice letters render (pdftoppm) and carry their hash."""
+"""Issue 16.6-16.7: evidence packet and notice letters render (pdftoppm) and carry their hash."""
 
 from __future__ import annotations
 

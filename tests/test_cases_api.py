@@ -1,0 +1,128 @@
+"""Issue 16.7 over HTTP with authentication on: roles, scope (404), the audit trail."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.browser_fixtures import LiveApp, csrf_of, signed_in
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+JSON = {"accept": "application/json"}
+
+
+async def _csrf(client: httpx.AsyncClient) -> dict[str, str]:
+    return {**JSON, "x-csrf-token": csrf_of((await client.get("/account")).text)}
+
+
+async def _open(client: httpx.AsyncClient, site: str, **extra: Any) -> dict[str, Any]:
+    body = {"site_id": site, "rule_id": "sanitary_discharge", "origin": "complaint", **extra}
+    response = await client.post("/cases", json=body, headers=await _csrf(client))
+    assert response.status_code == 201, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+async def test_a_homeowner_gets_404_for_another_sites_case_on_every_case_route(
+    live_app: LiveApp,
+) -> None:
+    async with signed_in(live_app, "edgar-pw") as staff:
+        theirs = await _open(staff, "oak-5")
+        mine = await _open(staff, "elm-16")
+    async with signed_in(live_app, "elm16") as owner:
+        headers = await _csrf(owner)
+        paths = [
+            ("GET", f"/cases/{theirs['id']}"),
+            ("GET", f"/case/{theirs['id']}"),
+            ("POST", f"/cases/{theirs['id']}/steps"),
+            ("POST", f"/cases/{theirs['id']}/proof"),
+            ("GET", f"/cases/{theirs['id']}/evidence.json"),
+            ("GET", f"/cases/{theirs['id']}/documents/doc-x"),
+            ("POST", f"/ui/cases/{theirs['id']}/step"),
+        ]
+        for method, path in paths:
+            response = await owner.request(
+                method, path, headers=headers, json={"kind": "inspection_requested"}
+            )
+            assert response.status_code == 404, f"{method} {path}: {response.status_code}"
+        listed = (await owner.get("/cases", headers=JSON)).json()
+        assert [c["id"] for c in listed] == [mine["id"]]
+        assert (await owner.get(f"/cases/{mine['id']}", headers=JSON)).status_code == 200
+        missing = await owner.get("/cases/case-doesnotexist", headers=JSON)
+        assert missing.status_code == 404
+
+
+async def test_a_homeowner_cannot_take_village_steps_but_can_request_an_inspection(
+    live_app: LiveApp,
+) -> None:
+    async with signed_in(live_app, "edgar-pw") as staff:
+        case = await _open(staff, "elm-16")
+    async with signed_in(live_app, "elm16") as owner:
+        headers = await _csrf(owner)
+        order = {"kind": "order", "service": {"party": "owner", "method": "in_person"}}
+        refused = await owner.post(f"/cases/{case['id']}/steps", json=order, headers=headers)
+        assert refused.status_code == 403
+        asked = await owner.post(
+            f"/cases/{case['id']}/steps",
+            json={"kind": "inspection_requested", "note": "mornings"},
+            headers=headers,
+        )
+        assert asked.status_code == 201, asked.text
+        step = asked.json()["steps"][-1]
+        assert (step["kind"], step["actor"], step["actor_role"]) == (
+            "inspection_requested",
+            "elm16",
+            "homeowner",
+        )
+        assert asked.json()["state"] == "inspection_requested"
+        # Opening cases and the ledger export are for public works.
+        assert (await owner.post("/cases", json={}, headers=headers)).status_code in (403, 422)
+        assert (await owner.get("/ledger.csv")).status_code == 403
+
+
+async def test_public_works_serves_an_order_and_the_deadline_is_computed_from_the_pack(
+    live_app: LiveApp,
+) -> None:
+    async with signed_in(live_app, "edgar-pw") as staff:
+        headers = await _csrf(staff)
+        case = await _open(staff, "elm-16")
+        order = {
+            "kind": "order",
+            "at": "2026-11-02T15:00:00Z",
+            "service": {"party": "occupant", "method": "first_class_mail"},
+        }
+        response = await staff.post(f"/cases/{case['id']}/steps", json=order, headers=headers)
+        assert response.status_code == 201, response.text
+        deadlines = {d["id"]: d for d in response.json()["deadlines"]}
+        assert deadlines["correct"]["due_on"] == "2026-12-02"
+        assert deadlines["correct"]["citations"][0]["section"] == "(f)(1)"
+        assert deadlines["apply_for_waiver"]["due_on"] == "2026-11-17"
+        by_email = {"kind": "notice", "service": {"party": "owner", "method": "email"}}
+        invalid = await staff.post(f"/cases/{case['id']}/steps", json=by_email, headers=headers)
+        assert invalid.status_code == 422
+        letters = await staff.post(
+            "/cases/notices.pdf", json={"case_ids": [case["id"]]}, headers=headers
+        )
+        assert letters.status_code == 200 and letters.content.startswith(b"%PDF")
+        csv = await staff.get("/ledger.csv", params={"site": "elm-16"})
+        assert csv.status_code == 200
+        assert "surcharge" in csv.text and "300.00" in csv.text
+
+
+async def test_a_pack_without_the_step_answers_409(live_app: LiveApp) -> None:
+    async with signed_in(live_app, "ll6-pw") as staff:
+        headers = await _csrf(staff)
+        case = await _open(staff, "main-101", origin="observation", confirms=True)
+        waiver = {"kind": "waiver_applied", "waiver": {"grounds": "cost"}}
+        response = await staff.post(f"/cases/{case['id']}/steps", json=waiver, headers=headers)
+        assert response.status_code == 409
+        assert "provides no such step" in response.json()["detail"]
+        other = await staff.post(
+            "/cases",
+            json={"site_id": "elm-16", "rule_id": "x", "origin": "complaint"},
+            headers=headers,
+        )
+        assert other.status_code == 404  # an Edgar site is out of this account's scope
