@@ -14,6 +14,7 @@ from typing import Any
 from alerts import AlertManager
 from alerts.channels.mqtt import MqttPublisher
 from alerts.config import load_alerts_config
+from gateway.cases.escalation import DeadlineWatch
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import CaseService
 from gateway.domain import FindingEvent
@@ -192,6 +193,8 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                 tg.create_task(alerts.run(), name="alert-delivery"),
                 tg.create_task(refresh_forever(store, settings.rollup_interval_s), name="rollups"),
                 tg.create_task(source.run(), name="mqtt-source"),
+                # Due and overdue case deadlines become public-works alerts (issue 16).
+                tg.create_task(DeadlineWatch(cases, alerts.on_events).run(), name="case-deadlines"),
             ]
             if settings.report_schedule:
                 tasks.append(
