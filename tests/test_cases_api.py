@@ -126,3 +126,32 @@ async def test_a_pack_without_the_step_answers_409(live_app: LiveApp) -> None:
             headers=headers,
         )
         assert other.status_code == 404  # an Edgar site is out of this account's scope
+
+
+async def test_an_observation_with_a_photo_confirms_the_open_case(live_app: LiveApp) -> None:
+    async with signed_in(live_app, "edgar-pw") as staff:
+        headers = {"x-csrf-token": (await _csrf(staff))["x-csrf-token"], **JSON}
+        suspected = await _open(staff, "oak-5", rule_id="icing_risk", origin="finding")
+        assert suspected["state"] == "suspected"
+        response = await staff.post(
+            "/observations",
+            data={"site_id": "oak-5", "what": "icing", "place": "public sidewalk by the outlet"},
+            files={"photo": ("ice.png", b"\x89PNG\r\n\x1a\n fake", "image/png")},
+            headers=headers,
+        )
+        assert response.status_code == 201, response.text
+        assert (response.json()["id"], response.json()["state"]) == (suspected["id"], "confirmed")
+        detail = (await staff.get(f"/cases/{suspected['id']}", headers=JSON)).json()
+        step = detail["steps"][-1]
+        assert (step["kind"], step["confirms"]) == ("observation", True)
+        assert step["note"] == "icing at public sidewalk by the outlet"
+        doc = step["documents"][0]
+        photo = await staff.get(f"/cases/{suspected['id']}/documents/{doc['id']}")
+        assert photo.content == b"\x89PNG\r\n\x1a\n fake"
+        bad = await staff.post(
+            "/observations",
+            data={"site_id": "oak-5", "what": "icing", "place": "x"},
+            files={"photo": ("a.exe", b"MZ", "application/octet-stream")},
+            headers=headers,
+        )
+        assert bad.status_code == 415

@@ -38,6 +38,7 @@ from gateway.cases.models import (
     Document,
     Inspection,
     Method,
+    Origin,
     Outcome,
     Party,
     Service,
@@ -155,9 +156,7 @@ async def add_step(
     return CaseDetail(**CaseOut.of(view).model_dump(), steps=[StepOut.of(s) for s in case.steps])
 
 
-async def _upload(
-    cases: CaseService, case_id: str, principal: Principal, upload: UploadFile, note: str
-) -> None:
+async def _document(upload: UploadFile) -> tuple[Document, bytes]:
     data = await upload.read(MAX_UPLOAD + 1)
     if len(data) > MAX_UPLOAD:
         raise HTTPException(413, detail="the file is larger than 10 MB")
@@ -170,6 +169,13 @@ async def _upload(
         sha256=hashlib.sha256(data).hexdigest(),
         size=len(data),
     )
+    return doc, data
+
+
+async def _upload(
+    cases: CaseService, case_id: str, principal: Principal, upload: UploadFile, note: str
+) -> None:
+    doc, data = await _document(upload)
     with case_errors():
         case = await cases.repo.get(case_id)
         step = cases.new_step(StepKind.CORRECTION_PROOF, note=note, documents=(doc,))
@@ -190,6 +196,46 @@ async def upload_proof(
     """Upload proof of correction (a photo or a licensed plumber's certificate)."""
     await _upload(cases, case_id, principal, file, note)
     return {"status": "recorded"}
+
+
+#: What an observation can be (16.8); texts: Edgar (c)(2)c, L.L. 6-2024 G, H, I.
+OBSERVED = ("icing", "water_on_street", "standing_water", "algae", "erosion", "nuisance")
+
+
+@router.post("/observations", response_model=CaseOut, status_code=201)
+async def record_observation(
+    cases: CasesDep,
+    scope: ScopeDep,
+    staff: StaffDep,
+    site_id: Annotated[str, Form(max_length=100)],
+    what: Annotated[str, Form(description=", ".join(OBSERVED))],
+    place: Annotated[str, Form(max_length=300)],
+    rule_id: Annotated[str, Form(max_length=100)] = "icing_risk",
+    at: Annotated[datetime | None, Form(description="When seen, with offset")] = None,
+    note: Annotated[str, Form(max_length=2000)] = "",
+    photo: Annotated[UploadFile | None, File()] = None,
+) -> CaseOut:
+    """Public works records what it saw; it confirms the open case or opens one (16.8)."""
+    if not scope.allows(site_id):
+        raise HTTPException(404, detail=f"no site with id {site_id!r}")
+    if what not in OBSERVED:
+        raise HTTPException(422, detail=f"what must be one of {', '.join(OBSERVED)}")
+    doc = await _document(photo) if photo is not None else None
+    text = f"{what.replace('_', ' ')} at {place}" + (f": {note}" if note else "")
+    with case_errors():
+        case = await cases.open_case(
+            site_id,
+            rule_id,
+            Origin.OBSERVATION,
+            actor_of(staff),
+            at=at,
+            note=text,
+            confirms=True,
+            documents=() if doc is None else (doc[0],),
+        )
+        if doc is not None:
+            await cases.repo.add_document(case.id, *doc)
+    return CaseOut.of(cases.view(case, actor_of(staff)))
 
 
 @router.get("/cases/{case_id}/documents/{doc_id}")

@@ -32,6 +32,7 @@ from gateway.cases.models import (
     CaseState,
     Deadline,
     Decision,
+    Document,
     LedgerEntry,
     Origin,
     Step,
@@ -136,6 +137,7 @@ class CaseService:
         note: str = "",
         finding_id: str | None = None,
         confirms: bool | None = None,
+        documents: tuple[Document, ...] = (),
     ) -> Case:
         """Open a case, or add the episode to the open case of the same problem."""
         site = self._site(site_id)
@@ -146,14 +148,13 @@ class CaseService:
         existing = await self.current_case(site_id, rule_id)
         if existing is not None:
             step = self._step(existing.id, kind, when, actor, note=note, finding_id=finding_id)
-            if confirms is not None:
-                step = replace(step, confirms=confirms)
+            step = replace(step, confirms=confirms, documents=documents)
             return await self.repo.append(existing, step)
         case_id = f"case-{uuid.uuid4().hex[:12]}"
         steps = [self._step(case_id, StepKind.OPENED, when, actor, note=note)]
         if kind is not StepKind.OPENED or finding_id is not None:
             first = self._step(case_id, kind, when, actor, note=note, finding_id=finding_id)
-            steps.append(first if confirms is None else replace(first, confirms=confirms))
+            steps.append(replace(first, confirms=confirms, documents=documents))
         case = Case(
             id=case_id,
             site_id=site.id,
