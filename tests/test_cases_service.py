@@ -5,14 +5,16 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from gateway.cases.deadlines import Bucket
 from gateway.cases.models import (
     CaseState,
+    ChecklistResult,
     Decision,
     Inspection,
     Method,
@@ -183,8 +185,6 @@ async def test_an_inspection_result_is_checked_against_the_packs_checklist(
     service: CaseService,
 ) -> None:
     case = await service.open_case("elm-16", "sanitary_discharge", Origin.INSPECTION, CLERK)
-    from gateway.cases.models import ChecklistResult
-
     bad = Inspection(outcome=Outcome.FAIL, items=(ChecklistResult("no_such_item", False),))
     with pytest.raises(CaseError, match="checklist"):
         await service.record(
@@ -240,3 +240,75 @@ async def test_steps_and_ledger_lines_cannot_be_changed_in_the_database(
 
         with pytest.raises((StoreError, sqlite3.Error), match=r"append-only|immutable"):
             await db.write(change)
+
+
+async def test_the_edgar_worked_example_in_the_docs(service: CaseService, clock: Clock) -> None:
+    # docs/enforcement.md, "Village of Edgar: a hose into the laundry tub".
+    chicago = ZoneInfo("America/Chicago")
+
+    def at(month: int, day: int) -> datetime:
+        return datetime(2027, month, day, 10, tzinfo=chicago)
+
+    for n, day in enumerate((4, 18, 30)):
+        clock.now = at(1, day)
+        await service.on_events([_episode(n, clock.now)])
+    [case] = await service.repo.list_cases(frozenset({"elm-16"}))
+    owner_in_person = Service(Party.OWNER, Method.IN_PERSON)
+    failed = Inspection(
+        outcome=Outcome.FAIL,
+        inspector="J. Ruiz",
+        items=(ChecklistResult("no_sanitary_destination", False, "hose into laundry tub"),),
+    )
+    granted = WaiverTerms(
+        decision=Decision.GRANTED,
+        decider="Village Engineer",
+        start=datetime(2027, 2, 25, tzinfo=chicago),
+        end=datetime(2027, 5, 1, tzinfo=chicago),
+    )
+    steps = [
+        (at(2, 1), CLERK, service.new_step(StepKind.NOTICE, at(2, 1), service=owner_in_person)),
+        (
+            at(2, 10),
+            CLERK,
+            service.new_step(StepKind.INSPECTION_RESULT, at(2, 10), inspection=failed),
+        ),
+        (
+            at(2, 12),
+            CLERK,
+            service.new_step(
+                StepKind.ORDER,
+                at(2, 12),
+                service=Service(Party.OWNER, Method.FIRST_CLASS_MAIL, date(2027, 2, 15)),
+            ),
+        ),
+        (
+            at(2, 20),
+            OWNER,
+            service.new_step(
+                StepKind.WAIVER_APPLIED, at(2, 20), waiver=WaiverTerms(grounds="no storm lateral")
+            ),
+        ),
+        (at(2, 25), CLERK, service.new_step(StepKind.WAIVER_DECIDED, at(2, 25), waiver=granted)),
+    ]
+    for when, who, step in steps:
+        clock.now = when
+        case = await service.record(case.id, step, who)
+        if step.kind is StepKind.ORDER:
+            due = {d.id: d.due_on for d in service.view(case).deadlines}
+            assert due == {
+                "schedule_inspection": date(2027, 3, 3),
+                "correct": date(2027, 3, 14),
+                "apply_for_waiver": date(2027, 3, 2),
+            }
+    clock.now = at(5, 3)
+    assert service.view(case).state is CaseState.CORRECTION_DUE
+    passed = Inspection(outcome=Outcome.PASS, inspector="J. Ruiz")
+    clock.now = at(5, 20)
+    case = await service.record(
+        case.id, service.new_step(StepKind.INSPECTION_RESULT, at(5, 20), inspection=passed), CLERK
+    )
+    correct = next(d for d in service.view(case).deadlines if d.id == "correct")
+    assert (correct.due_on, correct.status.value) == (date(2027, 4, 30), "met_late")
+    clock.now = at(6, 30)
+    lines = await service.post_ledger("elm-16")
+    assert [(e.period, e.amount_cents) for e in lines] == [("2027-02", 30000), ("2027-05", 30000)]
