@@ -155,3 +155,38 @@ async def test_an_observation_with_a_photo_confirms_the_open_case(live_app: Live
             headers=headers,
         )
         assert bad.status_code == 415
+
+
+async def test_the_page_forms_record_a_checklist_and_print_ticked_letters(
+    live_app: LiveApp,
+) -> None:
+    async with signed_in(live_app, "edgar-pw") as staff:
+        csrf = (await _csrf(staff))["x-csrf-token"]
+        case = await _open(staff, "elm-16")
+        page = await staff.get(f"/case/{case['id']}")
+        assert 'name="item_no_sanitary_destination"' in page.text
+        response = await staff.post(
+            f"/ui/cases/{case['id']}/step",
+            data={
+                "csrf_token": csrf,
+                "kind": "inspection_result",
+                "outcome": "fail",
+                "inspector": "J. Ruiz",
+                "item_no_sanitary_destination": "fail",
+                "item_rigid_line": "pass",
+                "item_no_valving": "",
+            },
+        )
+        assert response.status_code == 303
+        step = (await staff.get(f"/cases/{case['id']}", headers=JSON)).json()["steps"][-1]
+        assert step["inspection"]["items"] == [
+            {"requirement_id": "no_sanitary_destination", "passed": False, "note": ""},
+            {"requirement_id": "rigid_line", "passed": True, "note": ""},
+        ]
+        queue = await staff.get("/cases/queue/edgar")
+        assert f'name="case_ids" value="{case["id"]}"' in queue.text
+        letters = await staff.post(
+            "/ui/cases/notices.pdf", data={"csrf_token": csrf, "case_ids": [case["id"]]}
+        )
+        assert letters.status_code == 200
+        assert letters.headers["content-type"] == "application/pdf"

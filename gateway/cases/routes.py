@@ -21,7 +21,7 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Reques
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from gateway.accounts.access import PrincipalDep, ScopeDep, StaffDep, register_resolver
-from gateway.accounts.models import Principal
+from gateway.accounts.models import Principal, Scope
 from gateway.cases import evidence
 from gateway.cases.api_models import (
     CaseDetail,
@@ -35,6 +35,7 @@ from gateway.cases.api_models import (
 from gateway.cases.deadlines import Bucket
 from gateway.cases.ledger import to_csv
 from gateway.cases.models import (
+    ChecklistResult,
     Document,
     Inspection,
     Method,
@@ -270,20 +271,24 @@ async def evidence_pdf(case_id: str, cases: CasesDep, staff: StaffDep) -> Respon
     )
 
 
-@router.post("/cases/notices.pdf")
-async def notices_pdf(
-    body: NoticesIn, cases: CasesDep, scope: ScopeDep, staff: StaffDep
-) -> Response:
-    """Notice and order letters of many cases, one PDF (bulk generation, 16.7)."""
+async def _letters(cases: CaseService, scope: Scope, case_ids: list[str]) -> Response:
     letters = []
     with case_errors():
-        for case_id in body.case_ids:
+        for case_id in case_ids:
             case = await cases.repo.get(case_id)
             if not scope.allows(case.site_id):
                 raise NotFound(f"no case with id {case_id!r}")
             letters.append(cases.view(case))
         pdf = evidence.letters_pdf(letters, cases.clock())
     return Response(pdf, media_type="application/pdf")
+
+
+@router.post("/cases/notices.pdf")
+async def notices_pdf(
+    body: NoticesIn, cases: CasesDep, scope: ScopeDep, staff: StaffDep
+) -> Response:
+    """Notice and order letters of many cases, one PDF (bulk generation, 16.7)."""
+    return await _letters(cases, scope, body.case_ids)
 
 
 @router.get("/ledger", response_model=list[LedgerLineOut])
@@ -336,6 +341,17 @@ async def queue_page(
         groups=groups,
         today=datetime.now(UTC).date(),
     )
+
+
+@pages.post("/ui/cases/notices.pdf")
+async def notices_form(
+    cases: CasesDep,
+    scope: ScopeDep,
+    staff: StaffDep,
+    case_ids: Annotated[list[str], Form(max_length=500)],
+) -> Response:
+    """The queue's bulk-letter form (the rows ticked)."""
+    return await _letters(cases, scope, case_ids)
 
 
 @pages.get("/case/{case_id}")
@@ -391,6 +407,12 @@ async def step_form(
 ) -> Response:
     """The case page's action forms (same rules as the API)."""
     fields: dict[str, Any] = {"note": note}
+    form = await request.form()  # checklist items: item_<requirement id> = pass|fail|""
+    items = tuple(
+        ChecklistResult(str(key).removeprefix("item_"), value == "pass")
+        for key, value in form.multi_items()
+        if str(key).startswith("item_") and value in ("pass", "fail")
+    )
     with case_errors():
         tz = cases.view(await cases.repo.get(case_id)).site.tz
     try:
@@ -403,6 +425,7 @@ async def step_form(
                 scheduled_for=_opt_time(scheduled_for, tz),
                 outcome=Outcome(outcome) if outcome else None,
                 inspector=inspector,
+                items=items,
             )
         if offense_day:
             fields["offense_days"] = (date.fromisoformat(offense_day),)
