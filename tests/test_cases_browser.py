@@ -57,7 +57,7 @@ async def test_the_case_queue_groups_overdue_and_waiting_cases(
         "data-status", "overdue"
     )
     await expect(page.locator("[data-testid=step][data-kind=order]")).to_contain_text(
-        "Served on the owner by in person"
+        "Served on the owner in person"
     )
 
 

@@ -367,7 +367,7 @@ async def case_page(
         "case.html",
         principal,
         v=view,
-        steps=list(reversed(case.steps)),
+        steps=sorted(case.steps, key=lambda s: s.at, reverse=True),  # newest first
         enforcement=view.pack.enforcement,
         checklist=view.pack.requirements,
         parties=list(Party),
