@@ -148,6 +148,20 @@ async def test_an_observation_with_a_photo_confirms_the_open_case(live_app: Live
         doc = step["documents"][0]
         photo = await staff.get(f"/cases/{suspected['id']}/documents/{doc['id']}")
         assert photo.content == b"\x89PNG\r\n\x1a\n fake"
+        assert photo.headers["content-disposition"].startswith("attachment")
+        disguised = await staff.post(
+            "/observations",
+            data={"site_id": "oak-5", "what": "icing", "place": "x"},
+            files={"photo": ("ice.png", b"<html>not a png</html>", "image/png")},
+            headers=headers,
+        )
+        assert disguised.status_code == 415
+        unknown = await staff.post(
+            "/observations",
+            data={"site_id": "oak-5", "what": "icing", "place": "x", "rule_id": "made_up"},
+            headers=headers,
+        )
+        assert unknown.status_code == 422
         bad = await staff.post(
             "/observations",
             data={"site_id": "oak-5", "what": "icing", "place": "x"},

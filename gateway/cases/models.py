@@ -195,7 +195,8 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class Case:
-    """One problem at one site, with every step so far (oldest first)."""
+    """One problem at one site, with every step so far in the order they happened
+    (by ``at``; steps with the same time in the order they were recorded)."""
 
     id: str
     site_id: str

@@ -259,7 +259,9 @@ class CaseRepository:
         """Add one step (never changes an old one); returns the case with it."""
         await self.db.write(lambda conn: _insert_step(conn, step))
         self._remember(step, case)
-        return replace(case, steps=(*case.steps, step))
+        # Steps are kept in the order they happened (a letter mailed yesterday and
+        # entered today goes before today's steps); ties keep the recording order.
+        return replace(case, steps=tuple(sorted((*case.steps, step), key=lambda s: s.at)))
 
     async def get(self, case_id: str) -> Case:
         """One case with its steps; NotFound if absent."""
@@ -293,7 +295,7 @@ class CaseRepository:
             cases = []
             for row in rows.fetchall():
                 steps = conn.execute(
-                    "SELECT * FROM case_steps WHERE case_id = ? ORDER BY seq", (row["id"],)
+                    "SELECT * FROM case_steps WHERE case_id = ? ORDER BY at, seq", (row["id"],)
                 ).fetchall()
                 cases.append(
                     Case(

@@ -55,7 +55,8 @@ pages = APIRouter(include_in_schema=False)
 
 #: Uploads larger than this are refused (a phone photo or a scanned certificate fits).
 MAX_UPLOAD = 10 * 1024 * 1024
-UPLOAD_TYPES = frozenset({"image/jpeg", "image/png", "application/pdf"})
+#: Accepted uploads and how their bytes must start (the declared type is not trusted).
+UPLOAD_TYPES = {"image/jpeg": b"\xff\xd8\xff", "image/png": b"\x89PNG", "application/pdf": b"%PDF"}
 
 
 def get_cases(request: Request) -> CaseService:
@@ -117,11 +118,20 @@ async def list_cases(
     return [CaseOut.of(v) for v in views if bucket is None or v.bucket == bucket]
 
 
+def _known_rule(cases: CaseService, site_id: str, rule_id: str) -> None:
+    """A case is about a detector rule or an audit requirement of the site's pack."""
+    pack = cases.pack_of(cases.registry.require(site_id))
+    known = set(pack.rules) | {r.id for r in pack.requirements}
+    if rule_id not in known:
+        raise HTTPException(422, detail=f"{rule_id!r} is not a rule of {pack.name}")
+
+
 @router.post("/cases", response_model=CaseOut, status_code=201)
 async def open_case(body: CaseIn, cases: CasesDep, scope: ScopeDep, staff: StaffDep) -> CaseOut:
     """Open a case from an audit failure, inspection, complaint or observation (16.1, 16.8)."""
     if not scope.allows(body.site_id):
         raise HTTPException(404, detail=f"no site with id {body.site_id!r}")
+    _known_rule(cases, body.site_id, body.rule_id)
     with case_errors():
         case = await cases.open_case(
             body.site_id,
@@ -161,12 +171,13 @@ async def _document(upload: UploadFile) -> tuple[Document, bytes]:
     data = await upload.read(MAX_UPLOAD + 1)
     if len(data) > MAX_UPLOAD:
         raise HTTPException(413, detail="the file is larger than 10 MB")
-    if upload.content_type not in UPLOAD_TYPES:
+    magic = UPLOAD_TYPES.get(upload.content_type or "")
+    if magic is None or not data.startswith(magic):
         raise HTTPException(415, detail="send a JPEG or PNG photo or a PDF certificate")
     doc = Document(
         id=f"doc-{uuid.uuid4().hex[:12]}",
         name=(upload.filename or "upload")[:200],
-        content_type=upload.content_type,
+        content_type=upload.content_type or "",
         sha256=hashlib.sha256(data).hexdigest(),
         size=len(data),
     )
@@ -219,6 +230,7 @@ async def record_observation(
     """Public works records what it saw; it confirms the open case or opens one (16.8)."""
     if not scope.allows(site_id):
         raise HTTPException(404, detail=f"no site with id {site_id!r}")
+    _known_rule(cases, site_id, rule_id)
     if what not in OBSERVED:
         raise HTTPException(422, detail=f"what must be one of {', '.join(OBSERVED)}")
     doc = await _document(photo) if photo is not None else None
@@ -246,7 +258,15 @@ async def get_document(
     """A document attached to the case."""
     with case_errors():
         doc, data = await cases.repo.document(case_id, doc_id)
-    return Response(data, media_type=doc.content_type)
+    return Response(
+        data,
+        media_type=doc.content_type,
+        # Uploaded by a person: downloaded, never rendered in the app's origin.
+        headers={
+            "Content-Disposition": f'attachment; filename="{doc.id}"',
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
 
 
 @router.get("/cases/{case_id}/evidence.json")
