@@ -317,7 +317,8 @@ async def ledger(
 ) -> list[LedgerLineOut]:
     """Posted ledger lines of the caller's sites (brought up to date first)."""
     ids = frozenset({site}) if site is not None else scope.site_ids()
-    return [LedgerLineOut.of(e) for e in await cases.ledger(ids)]
+    with case_errors():  # an unknown site (admins skip the scope check): 404
+        return [LedgerLineOut.of(e) for e in await cases.ledger(ids)]
 
 
 @router.get("/ledger.csv")
@@ -326,8 +327,10 @@ async def ledger_csv(
 ) -> Response:
     """The ledger for the utility billing system (CSV; estimates, see docs/enforcement.md)."""
     ids = frozenset({site}) if site is not None else scope.site_ids()
+    with case_errors():
+        lines = await cases.ledger(ids)
     return Response(
-        to_csv(await cases.ledger(ids)),
+        to_csv(lines),
         media_type="text/csv",
         headers={"Content-Disposition": 'attachment; filename="sumpwatch-ledger.csv"'},
     )
