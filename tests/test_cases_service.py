@@ -30,6 +30,7 @@ from gateway.cases.service import Actor, CaseError, CaseForbidden, CaseService
 from gateway.domain import (
     Audience,
     ConfirmationKind,
+    ConfirmationSource,
     Finding,
     FindingChange,
     FindingEvent,
@@ -312,3 +313,31 @@ async def test_the_edgar_worked_example_in_the_docs(service: CaseService, clock:
     clock.now = at(6, 30)
     lines = await service.post_ledger("elm-16")
     assert [(e.period, e.amount_cents) for e in lines] == [("2027-02", 30000), ("2027-05", 30000)]
+
+
+async def test_a_rescheduled_inspection_keeps_the_latest_appointment_until_the_result(
+    service: CaseService, clock: Clock
+) -> None:
+    case = await service.open_case("elm-16", "sanitary_discharge", Origin.COMPLAINT, CLERK)
+    first = clock.now + timedelta(days=7)
+    second = clock.now + timedelta(days=9)
+    for when in (first, second):
+        step = service.new_step(
+            StepKind.INSPECTION_SCHEDULED, inspection=Inspection(scheduled_for=when)
+        )
+        case = await service.record(case.id, step, CLERK)
+    view = service.view(case)
+    assert (view.state, view.appointment) == (CaseState.INSPECTION_SCHEDULED, second)
+    clock.now = second
+    no_show = Inspection(outcome=Outcome.NO_SHOW, inspector="J. Ruiz")
+    case = await service.record(
+        case.id, service.new_step(StepKind.INSPECTION_RESULT, inspection=no_show), CLERK
+    )
+    view = service.view(case)
+    assert (view.state, view.appointment) == (CaseState.INSPECTED_FAIL, None)
+    # Edgar (f)(4)a.2: a missed inspection is itself non-compliance, surcharged.
+    lines = await service.post_ledger("elm-16")
+    assert [e.period for e in lines] == ["2027-01"]
+    # It confirms nothing about the problem itself.
+    source: ConfirmationSource = service
+    assert source.confirmations("elm-16", clock.now - timedelta(days=30), clock.now) == []

@@ -155,6 +155,17 @@ def compute_deadlines(
     return [d for d in found if d is not None]
 
 
+def appointment(case: Case) -> datetime | None:
+    """The inspection appointment still ahead of a result (the latest one: a
+    reschedule is another ``inspection_scheduled`` step)."""
+    latest = case.last(StepKind.INSPECTION_SCHEDULED)
+    if latest is None or latest.inspection is None:
+        return None
+    if _first_after(case, latest, {StepKind.INSPECTION_RESULT.value}) is not None:
+        return None
+    return latest.inspection.scheduled_for
+
+
 def waiver_windows(case: Case) -> list[tuple[datetime, datetime]]:
     """The ``[start, end)`` periods of granted waivers."""
     windows = []

@@ -24,7 +24,13 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from gateway.cases import ledger as ledger_mod
-from gateway.cases.deadlines import bucket, case_state, compute_deadlines, local_day
+from gateway.cases.deadlines import (
+    appointment,
+    bucket,
+    case_state,
+    compute_deadlines,
+    local_day,
+)
 from gateway.cases.models import (
     HOMEOWNER_STEPS,
     PACK_STEP,
@@ -39,7 +45,7 @@ from gateway.cases.models import (
     StepKind,
 )
 from gateway.cases.repository import CaseRepository
-from gateway.domain import FindingChange, FindingEvent
+from gateway.domain import Confirmation, FindingChange, FindingEvent
 from gateway.errors import NotFound
 from gateway.registry import SiteConfig, SiteRegistry
 from gateway.rules.pack import RulePack
@@ -88,6 +94,7 @@ class CaseView:
     deadlines: tuple[Deadline, ...]
     bucket: str
     offered: tuple[StepKind, ...]
+    appointment: datetime | None = None
 
 
 class CaseService:
@@ -328,6 +335,7 @@ class CaseService:
             deadlines=deadlines,
             bucket=bucket(state, list(deadlines), local_day(now, site.tz)),
             offered=self.offered(case, actor or SYSTEM),
+            appointment=appointment(case),
         )
 
     async def views(
@@ -342,6 +350,12 @@ class CaseService:
         cases = await self.repo.list_cases(site_ids, jurisdiction)
         now = self.clock()
         return [self.view(c, actor, now) for c in cases if include_closed or not c.is_closed]
+
+    # ------------------------------------------------------------ confirmations
+
+    def confirmations(self, site_id: str, start: datetime, end: datetime) -> list[Confirmation]:
+        """The :class:`ConfirmationSource` the verdicts read (observations, inspections, proofs)."""
+        return self.repo.confirmations(site_id, start, end)
 
     # ------------------------------------------------------------ ledger
 
