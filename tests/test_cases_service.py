@@ -341,3 +341,22 @@ async def test_a_rescheduled_inspection_keeps_the_latest_appointment_until_the_r
     # It confirms nothing about the problem itself.
     source: ConfirmationSource = service
     assert source.confirmations("elm-16", clock.now - timedelta(days=30), clock.now) == []
+
+
+async def test_a_granted_waiver_is_offered_to_the_detectors_in_the_registrys_shape(
+    service: CaseService, clock: Clock
+) -> None:
+    case = await service.open_case("elm-16", "sanitary_discharge", Origin.COMPLAINT, CLERK)
+    applied = service.new_step(StepKind.WAIVER_APPLIED, waiver=WaiverTerms(grounds="no sewer"))
+    case = await service.record(case.id, applied, OWNER)
+    end = clock.now + timedelta(days=60)
+    granted = WaiverTerms(
+        decision=Decision.GRANTED, decider="engineer", conditions="to grade", end=end
+    )
+    await service.record(case.id, service.new_step(StepKind.WAIVER_DECIDED, waiver=granted), CLERK)
+    [waiver] = service.repo.waivers("elm-16")
+    tz = ZoneInfo("America/Chicago")
+    assert waiver.rule == "sanitary_discharge"
+    assert waiver.covers_at(clock.now + timedelta(days=1), tz)
+    assert not waiver.covers_at(end, tz)
+    assert "conditions: to grade" in waiver.reference

@@ -35,6 +35,7 @@ from gateway.cases.models import (
 from gateway.cases.schema import STATEMENTS
 from gateway.domain import Confirmation, ConfirmationKind
 from gateway.errors import NotFound
+from gateway.registry.models import Waiver
 from gateway.store.database import SqliteDatabase
 
 _FMT = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -197,12 +198,26 @@ def confirmation_of(step: Step, case: Case) -> Confirmation | None:
     )
 
 
+def waiver_of(step: Step, case: Case) -> Waiver | None:
+    """A granted waiver decision as a registry :class:`Waiver` (exact instants)."""
+    w = step.waiver
+    if step.kind is not StepKind.WAIVER_DECIDED or w is None or w.end is None:
+        return None
+    if w.decision is not Decision.GRANTED:
+        return None
+    reference = f"case {case.id}, decided by {w.decider}" + (
+        f"; conditions: {w.conditions}" if w.conditions else ""
+    )
+    return Waiver(rule=case.rule_id, start=w.start or step.at, end=w.end, reference=reference)
+
+
 class CaseRepository:
     """Stores cases append-only and answers the queries of the service and the API."""
 
     def __init__(self, db: SqliteDatabase) -> None:
         self.db = db
         self._confirmations: dict[str, list[Confirmation]] = {}
+        self._waivers: dict[str, list[Waiver]] = {}
 
     async def open(self) -> None:
         """Create the tables if needed and load the confirmations."""
@@ -222,6 +237,14 @@ class CaseRepository:
             rows = self._confirmations.setdefault(case.site_id, [])
             rows.append(found)
             rows.sort(key=lambda c: c.observed_at)
+        granted = waiver_of(step, case)
+        if granted is not None:
+            self._waivers.setdefault(case.site_id, []).append(granted)
+
+    def waivers(self, site_id: str) -> list[Waiver]:
+        """Waivers granted through cases, in the registry's shape (merge with
+        ``SiteConfig.waivers``); only packs with a waiver clause ever offer the step."""
+        return list(self._waivers.get(site_id, []))
 
     # ------------------------------------------------------------ ConfirmationSource
 
