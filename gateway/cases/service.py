@@ -196,7 +196,7 @@ class CaseService:
                 Origin.FINDING,
                 SYSTEM,
                 title=f.title,
-                at=f.updated_at,
+                at=min(f.updated_at, self.clock()),  # a device clock ahead must not lose it
                 finding_id=f.id,
                 note=f.title,
             )
