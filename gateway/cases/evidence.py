@@ -34,7 +34,7 @@ from reportlab.platypus import (
 )
 
 from gateway.cases.deadlines import compute_deadlines
-from gateway.cases.models import Case, Step, StepKind
+from gateway.cases.models import Case, Method, Step, StepKind
 from gateway.cases.repository import step_body
 from gateway.cases.service import CaseService, CaseView, due_on_label
 from gateway.domain import Citation
@@ -385,10 +385,10 @@ def _letter(v: CaseView, dated: datetime) -> list[Flowable]:
     if served is None:
         story.append(_p("Draft: this letter has not been served yet.", SMALL))
     elif served.service is not None:
-        how = served.service.method.value.replace("_", " ")
+        how = "in person" if served.service.method is Method.IN_PERSON else "by first-class mail"
         story.append(
             _p(
-                f"Served on the {served.service.party.value} by {how} on "
+                f"Served on the {served.service.party.value} {how} on "
                 f"{served.at.astimezone(site.tz):%B %d, %Y}.",
                 BODY,
             )
