@@ -90,3 +90,31 @@ async def test_the_homeowner_sees_the_deadline_and_requests_an_inspection_and_se
     proof = page.locator("[data-testid=step][data-kind=correction_proof]")
     await expect(proof).to_contain_text("certificate.pdf", timeout=TIMEOUT_MS)
     await expect(page.locator("[data-testid=case-state]")).to_have_text("proof submitted")
+
+
+async def test_public_works_serves_an_order_from_the_case_page_and_the_deadline_appears(
+    live_app: LiveApp, browser_context: Any
+) -> None:
+    case = await _cases(live_app).open_case(
+        "oak-5", "sanitary_discharge", Origin.COMPLAINT, CLERK, note="neighbour complaint"
+    )
+    page = await browser_context.new_page()
+    await browser_login(page, live_app, "edgar-pw", f"/case/{case.id}")
+    await expect(page.locator("[data-testid=case-state]")).to_have_text("suspected")
+    order_form = page.locator("form:has([data-testid=record-order])")
+    await order_form.locator("select[name=party]").select_option("occupant")
+    await order_form.locator("select[name=method]").select_option("first_class_mail")
+    await page.click("[data-testid=record-order]")
+    await expect(page.locator("[data-testid=case-state]")).to_have_text("correction due")
+    await expect(page.locator("[data-testid=deadline][data-id=correct]")).to_have_attribute(
+        "data-status", "open"
+    )
+    await expect(page.locator("[data-testid=step][data-kind=order]")).to_contain_text(
+        "Served on the occupant by first-class mail"
+    )
+    # A case of another jurisdiction does not exist for Edgar's public works.
+    other = await _cases(live_app).open_case(
+        "main-101", "icing_risk", Origin.OBSERVATION, Actor("admin", "admin"), confirms=True
+    )
+    response = await page.goto(f"{live_app.base_url}/case/{other.id}")
+    assert response is not None and response.status == 404
