@@ -12,6 +12,7 @@ from gateway.accounts.access import access_control
 from gateway.accounts.security import tile_origin
 from gateway.accounts.setup import install_accounts, open_accounts
 from gateway.api.routes import alerts, deadletters, findings, health, sites
+from gateway.cases import routes as case_routes
 from gateway.reports import routes as report_routes
 from gateway.runtime import run_gateway
 from gateway.settings import Settings
@@ -27,6 +28,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         async with run_gateway(settings) as runtime:
             app.state.runtime = runtime  # for tests and tools; routes read services
             app.state.services = runtime.services
+            app.state.cases = runtime.cases  # the case routes' service (gateway.cases.routes)
             await open_accounts(app, runtime.services, settings)
             yield
 
@@ -41,6 +43,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     for module in (health, sites, deadletters, findings, alerts, report_routes):
         app.include_router(module.router)
+    app.include_router(case_routes.router)
+    app.include_router(case_routes.pages)
     # The console's street map loads its tiles from the configured tile server.
     install_accounts(app, img_sources=(tile_origin(settings.map_tile_url),))
     install_web(app)

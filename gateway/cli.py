@@ -18,6 +18,7 @@ from rich.console import Console
 from firmware_sim.cli import plot as plot_scenario
 from firmware_sim.cli import simulate
 from gateway.accounts.cli import user_app
+from gateway.cases.cli import case_app
 from gateway.examples import EXAMPLE_SITES, EXAMPLE_USERS
 from gateway.provision import provision
 from gateway.reports.cli import report_app
@@ -189,6 +190,7 @@ app.command("replay")(rules_cli.replay)
 app.command("score")(rules_cli.score)
 app.add_typer(report_app, name="report")
 app.add_typer(user_app, name="user")
+app.add_typer(case_app, name="case")
 app.command("provision")(provision)
 app.add_typer(db_app, name="db")
 

@@ -15,6 +15,9 @@ from typing import Any
 from alerts import AlertManager
 from alerts.channels.mqtt import MqttPublisher
 from alerts.config import AlertsConfig, load_alerts_config
+from gateway.cases.escalation import DeadlineWatch
+from gateway.cases.repository import CaseRepository
+from gateway.cases.service import CaseService
 from gateway.domain import Finding, FindingEvent
 from gateway.errors import ConfigError, StoreError
 from gateway.homeassistant import HomeAssistantBridge
@@ -70,6 +73,7 @@ class Runtime:
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     extras: dict[str, Any] = field(default_factory=dict)
     home_assistant: HomeAssistantBridge | None = None
+    cases: CaseService | None = None  # enforcement cases (issue 16)
 
     @property
     def writer(self) -> BatchWriter:
@@ -91,6 +95,7 @@ class Runtime:
             metrics=self.metrics,
             ingest=Ingest(self.source, self.pipeline),
             started_at=self.started_at,
+            **({} if self.cases is None else {"confirmations": self.cases}),
         )
 
 
@@ -139,11 +144,26 @@ async def snapshot_context(
     )
 
 
-def _home_assistant(settings: Settings, registry: SiteRegistry) -> HomeAssistantBridge | None:
-    """The Home Assistant discovery bridge, when the deployment turned it on."""
+async def _case_service(
+    db: SqliteDatabase,
+    registry: SiteRegistry,
+    packs: dict[str, RulePack],
+    findings: FindingRepository,
+) -> CaseService:
+    """Enforcement cases (issue 16), their confirmations and waivers loaded."""
+    repo = CaseRepository(db)
+    await repo.open()
+    return CaseService(repo, registry, packs, findings=findings)
+
+
+def _home_assistant(
+    settings: Settings, registry: SiteRegistry, engine: RulesEngine
+) -> HomeAssistantBridge | None:
+    """The Home Assistant discovery bridge, when the deployment turned it on, showing
+    the findings open at start."""
     if not settings.ha_discovery:
         return None
-    return HomeAssistantBridge(
+    bridge = HomeAssistantBridge(
         registry,
         host=settings.mqtt_host,
         port=settings.mqtt_port,
@@ -154,6 +174,8 @@ def _home_assistant(settings: Settings, registry: SiteRegistry) -> HomeAssistant
         password=settings.mqtt_password.get_secret_value() if settings.mqtt_password else None,
         tls_context=tls_context(settings),
     )
+    bridge.restore((f.site_id, f.rule_id) for f in engine.open_findings())
+    return bridge
 
 
 async def _alert_publisher(
@@ -279,11 +301,10 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         )
         # Continue what was open before a restart instead of raising it again.
         engine.restore(await findings.open_findings())
-
-        ha = _home_assistant(settings, registry)
-        if ha is not None:
-            ha.restore((f.site_id, f.rule_id) for f in engine.open_findings())
+        cases = await _case_service(db, registry, packs, findings)
+        ha = _home_assistant(settings, registry, engine)
         sinks = _finding_sinks(findings, alerts, store, state, packs, registry, ha)
+        sinks.append(cases.on_events)  # episodes gather into enforcement cases
         pipeline = Pipeline(
             validator,
             writer,
@@ -311,6 +332,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             findings,
             alerts,
             home_assistant=ha,
+            cases=cases,
         )
 
         async with asyncio.TaskGroup() as tg:
@@ -321,6 +343,8 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                 tg.create_task(alerts.run(), name="alert-delivery"),
                 tg.create_task(refresh_forever(store, settings.rollup_interval_s), name="rollups"),
                 tg.create_task(source.run(), name="mqtt-source"),
+                # Due and overdue case deadlines become public-works alerts (issue 16).
+                tg.create_task(DeadlineWatch(cases, alerts.on_events).run(), name="case-deadlines"),
             ]
             if ha is not None:
                 tasks.append(tg.create_task(ha.run(), name="home-assistant"))

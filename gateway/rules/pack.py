@@ -101,7 +101,7 @@ class _PenaltyModel(BaseModel):
         return self
 
 
-class _StepModel(BaseModel):
+class _FirstStepModel(BaseModel):
     model_config = _CFG
     step: EnforcementStepKind
     summary: str
@@ -114,8 +114,8 @@ class _StepModel(BaseModel):
 
 class _StepsModel(BaseModel):
     model_config = _CFG
-    suspected: _StepModel | None = None
-    confirmed: _StepModel | None = None
+    suspected: _FirstStepModel | None = None
+    confirmed: _FirstStepModel | None = None
 
 
 class _RuleModel(BaseModel):
@@ -168,6 +168,69 @@ class _RequirementModel(BaseModel):
         return self
 
 
+StepName = Literal[
+    "notice",
+    "order",
+    "inspection",
+    "occupancy_inspection",
+    "correction_proof",
+    "waiver",
+    "citation",
+    "misdemeanor_referral",
+]
+
+
+class _StepModel(BaseModel):
+    model_config = _CFG
+    label: str = Field(min_length=1)
+    cite: _CiteModel
+    served_on: list[Literal["owner", "occupant"]] = Field(default_factory=list)
+    methods: list[Literal["in_person", "first_class_mail"]] = Field(default_factory=list)
+    refusal_cite: _CiteModel | None = None
+    reinspection_cite: _CiteModel | None = None
+
+
+class _DeadlineModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    id: str = Field(pattern=r"^[a-z0-9_]{1,64}$")
+    label: str
+    party: Literal["owner", "village"]
+    after: str = Field(min_length=1, description="Step event that starts the clock")
+    start: Literal["served", "received", "due_on"] = Field(alias="from")
+    days: str | None = Field(None, description="Dotted path of a cited number in days")
+    met_by: list[str] = Field(min_length=1)
+    binding: bool = True
+    suspended_by_waiver: bool = False
+    suspension_cite: _CiteModel | None = None
+
+    @model_validator(mode="after")
+    def _anchor(self) -> _DeadlineModel:
+        if (self.start == "due_on") != (self.days is None):
+            raise ValueError(f"deadline {self.id}: give days, or from = 'due_on' (not both)")
+        return self
+
+
+class _LedgerModel(BaseModel):
+    model_config = _CFG
+    kind: Literal["monthly_surcharge", "per_offense"]
+    penalty: str | None = None
+    first_penalty: str | None = None
+    later_penalty: str | None = None
+    referral_penalty: str | None = None
+    stop_cite: _CiteModel | None = None
+    lookback_cite: _CiteModel | None = None
+    each_day_cite: _CiteModel | None = None
+
+
+class _EnforcementModel(BaseModel):
+    model_config = _CFG
+    procedure: Literal["order", "citation", "none"]
+    summary: str = ""
+    steps: dict[StepName, _StepModel] = Field(default_factory=dict)
+    deadlines: list[_DeadlineModel] = Field(default_factory=list)
+    ledger: _LedgerModel | None = None
+
+
 class _PackModel(BaseModel):
     model_config = _CFG
     id: str = Field(pattern=r"^[a-z0-9_.-]{1,64}$")
@@ -183,6 +246,7 @@ class _PackModel(BaseModel):
     penalties: list[_PenaltyModel] = Field(default_factory=list)
     rules: dict[str, _RuleModel] = Field(default_factory=dict)
     requirements: list[_RequirementModel] = Field(default_factory=list)
+    enforcement: _EnforcementModel | None = None
 
 
 #: Top-level tables whose entries are cited numbers, reachable as "<table>.<name>".
@@ -252,8 +316,9 @@ class Penalty:
 
 
 @dataclass(frozen=True, slots=True)
-class EnforcementStep:
-    """What the village does first about a suspected or a confirmed finding of a rule."""
+class FirstStep:
+    """What the village does first about a suspected or a confirmed finding of a rule
+    (``[rules.<id>.steps]``; the whole procedure is :class:`EnforcementStep` s)."""
 
     step: str  # EnforcementStepKind
     summary: str
@@ -282,8 +347,8 @@ class RuleSpec:
     waiver_citation: Citation | None = None
     params: Mapping[str, Number] = dc_field(default_factory=dict)
     season_only: tuple[Citation, ...] = ()  # citations that apply only inside the season
-    on_suspected: EnforcementStep | None = None
-    on_confirmed: EnforcementStep | None = None
+    on_suspected: FirstStep | None = None
+    on_confirmed: FirstStep | None = None
     advice: str = ""  # the pack's own wording of what to do (catalog.action_for)
 
 
@@ -308,6 +373,73 @@ class Requirement:
 
 
 @dataclass(frozen=True, slots=True)
+class EnforcementStep:
+    """A step of the enforcement procedure the text provides (docs/enforcement.md)."""
+
+    name: str  # one of StepName
+    label: str
+    citation: Citation
+    served_on: tuple[str, ...] = ()  # "owner" / "occupant": who the text lets it be served on
+    methods: tuple[str, ...] = ()  # "in_person" / "first_class_mail"
+    refusal_citation: Citation | None = None
+    reinspection_citation: Citation | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineSpec:
+    """A deadline the text sets: ``days`` after a step (served or received), or a due date.
+
+    ``binding`` False marks a window (the waiver application period): missing it is
+    not a violation, it only closes the option.
+    """
+
+    id: str
+    label: str
+    party: str  # "owner" | "village"
+    after: str  # the step event starting the clock
+    start: str  # "served" | "received" | "due_on"
+    days: Number | None
+    met_by: tuple[str, ...]
+    binding: bool = True
+    suspended_by_waiver: bool = False
+    suspension_citation: Citation | None = None
+
+    @property
+    def citation(self) -> Citation | None:
+        """Where the period comes from (the cited number of days)."""
+        return None if self.days is None else self.days.citation
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSpec:
+    """How the text's money provisions become ledger lines (docs/enforcement.md)."""
+
+    kind: str  # "monthly_surcharge" | "per_offense"
+    penalty: Penalty | None = None
+    first_penalty: Penalty | None = None
+    later_penalty: Penalty | None = None
+    referral_penalty: Penalty | None = None
+    stop_citation: Citation | None = None
+    lookback_citation: Citation | None = None
+    each_day_citation: Citation | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Enforcement:
+    """A pack's enforcement section: which steps exist, their deadlines, its ledger."""
+
+    procedure: str = "none"  # "order" | "citation" | "none"
+    summary: str = ""
+    steps: Mapping[str, EnforcementStep] = dc_field(default_factory=dict)
+    deadlines: tuple[DeadlineSpec, ...] = ()
+    ledger: LedgerSpec | None = None
+
+    def offers(self, step: str) -> bool:
+        """True if the text provides this step (a pack without it does not offer it)."""
+        return step in self.steps
+
+
+@dataclass(frozen=True, slots=True)
 class RulePack:
     """A jurisdiction's rules, every number cited. Built by :func:`load_packs`."""
 
@@ -320,6 +452,7 @@ class RulePack:
     rules: Mapping[str, RuleSpec]
     requirements: tuple[Requirement, ...]
     source: Path | None = None
+    enforcement: Enforcement = dc_field(default_factory=Enforcement)
 
     def number(self, path: str) -> Number | None:
         """A cited number by dotted path, e.g. ``"setbacks.property_line_ft"``."""
@@ -376,8 +509,8 @@ def _number(model: _NumberModel) -> Number:
 
 
 def _step(
-    pack_id: str, model: _StepModel | None, numbers: dict[str, Number]
-) -> EnforcementStep | None:
+    pack_id: str, model: _FirstStepModel | None, numbers: dict[str, Number]
+) -> FirstStep | None:
     if model is None:
         return None
     deadline: Number | None = None
@@ -387,7 +520,7 @@ def _step(
             raise ConfigError(
                 f"pack {pack_id}: step deadline {model.deadline!r} must name a number in days"
             )
-    return EnforcementStep(
+    return FirstStep(
         step=model.step,
         summary=model.summary,
         citation=None if model.cite is None else model.cite.build(),
@@ -479,6 +612,79 @@ def _build(model: _PackModel, source: Path | None) -> RulePack:
         rules=MappingProxyType(rules),
         requirements=requirements,
         source=source,
+        enforcement=_enforcement(model, numbers, penalties),
+    )
+
+
+def _built(cite: _CiteModel | None) -> Citation | None:
+    return None if cite is None else cite.build()
+
+
+def _enforcement(
+    model: _PackModel, numbers: dict[str, Number], penalties: tuple[Penalty, ...]
+) -> Enforcement:
+    e = model.enforcement
+    if e is None:
+        return Enforcement()
+    steps: dict[str, EnforcementStep] = {
+        name: EnforcementStep(
+            name=name,
+            label=step.label,
+            citation=step.cite.build(),
+            served_on=tuple(step.served_on),
+            methods=tuple(step.methods),
+            refusal_citation=_built(step.refusal_cite),
+            reinspection_citation=_built(step.reinspection_cite),
+        )
+        for name, step in e.steps.items()
+    }
+    deadlines = []
+    for d in e.deadlines:
+        days = None if d.days is None else numbers.get(d.days)
+        if d.days is not None and (days is None or days.unit != "days"):
+            raise ConfigError(f"pack {model.id}: deadline {d.id} must name a number in days")
+        deadlines.append(
+            DeadlineSpec(
+                id=d.id,
+                label=d.label,
+                party=d.party,
+                after=d.after,
+                start=d.start,
+                days=days,
+                met_by=tuple(d.met_by),
+                binding=d.binding,
+                suspended_by_waiver=d.suspended_by_waiver,
+                suspension_citation=_built(d.suspension_cite),
+            )
+        )
+    by_id = {p.id: p for p in penalties}
+
+    def penalty(pid: str | None) -> Penalty | None:
+        if pid is None:
+            return None
+        if pid not in by_id:
+            raise ConfigError(f"pack {model.id}: enforcement ledger names unknown penalty {pid}")
+        return by_id[pid]
+
+    ledger = None
+    if e.ledger is not None:
+        lm = e.ledger
+        ledger = LedgerSpec(
+            kind=lm.kind,
+            penalty=penalty(lm.penalty),
+            first_penalty=penalty(lm.first_penalty),
+            later_penalty=penalty(lm.later_penalty),
+            referral_penalty=penalty(lm.referral_penalty),
+            stop_citation=_built(lm.stop_cite),
+            lookback_citation=_built(lm.lookback_cite),
+            each_day_citation=_built(lm.each_day_cite),
+        )
+    return Enforcement(
+        procedure=e.procedure,
+        summary=e.summary,
+        steps=MappingProxyType(steps),
+        deadlines=tuple(deadlines),
+        ledger=ledger,
     )
 
 

@@ -32,7 +32,7 @@ from zoneinfo import ZoneInfo
 from gateway.domain import Citation, Confirmation, ConfirmationKind, ConfirmationSource, Finding
 from gateway.registry.models import SiteConfig
 from gateway.rules.audit import AuditItem, audit_site
-from gateway.rules.pack import EnforcementStep, RulePack
+from gateway.rules.pack import FirstStep, RulePack
 
 #: The level at which telemetry suspects a violation of an enforced rule.
 VIOLATION_LEVEL = "violation"
@@ -105,7 +105,7 @@ class Verdict:
     pack_name: str
     audit: tuple[AuditItem, ...]
     spells: tuple[Spell, ...]
-    next_step: EnforcementStep | None = None
+    next_step: FirstStep | None = None
     next_step_reason: str = ""
 
     def _spells(self, status: SpellStatus) -> tuple[Spell, ...]:
@@ -352,7 +352,7 @@ def _confirm(
 _STEP_RANK = {"order": 0, "citation": 1, "notice": 2, "inspection": 3}
 
 
-def _step_for(pack: RulePack, s: Spell) -> tuple[EnforcementStep | None, str]:
+def _step_for(pack: RulePack, s: Spell) -> tuple[FirstStep | None, str]:
     spec = pack.rule(s.rule_id)
     if s.status == "suspected":
         return spec.on_suspected, f"suspected: {s.title}"
@@ -366,7 +366,7 @@ def _step_for(pack: RulePack, s: Spell) -> tuple[EnforcementStep | None, str]:
 
 def _next_step(
     pack: RulePack | None, verdict_spells: Sequence[Spell]
-) -> tuple[EnforcementStep | None, str]:
+) -> tuple[FirstStep | None, str]:
     """The village's first step, as the pack's text provides it (the strongest one due)."""
     if pack is None:
         return None, ""

@@ -146,20 +146,6 @@ class SqliteDatabase:
         """The migration number the file is at (0: never migrated)."""
         return await self.read(migrations.current_version)
 
-    async def ensure_schema(self, ddl: str) -> None:
-        """Apply ``CREATE ... IF NOT EXISTS`` statements (idempotent).
-
-        Only for a package whose tables are not yet folded into a migration; new
-        tables belong in a numbered migration (docs/architecture.md, "State").
-        """
-
-        def run(conn: sqlite3.Connection) -> None:
-            for statement in ddl.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-
-        await self.write(run)
-
     async def _call(self, pool: ThreadPoolExecutor, fn: Callable[[], T]) -> T:
         try:
             return await asyncio.get_running_loop().run_in_executor(pool, fn)
