@@ -109,6 +109,16 @@ class Caller:
     smuggle: dict[str, str]  # its own scope, added to the query
 
 
+#: Someone signed in who cannot see elm-16: out-of-scope ids are 404, as if absent.
+STRANGER = {
+    Access.PUBLIC: "ok",
+    Access.SIGNED_IN: "ok",
+    Access.SITE: "404",
+    Access.SITE_STAFF: "404",
+    Access.JURISDICTION: "404",
+    Access.ADMIN: "403",
+}
+
 CALLERS = [
     Caller(
         "admin",
@@ -132,14 +142,7 @@ CALLERS = [
     Caller(
         "public works elsewhere",
         "ll6-pw",
-        {
-            Access.PUBLIC: "ok",
-            Access.SIGNED_IN: "ok",
-            Access.SITE: "404",
-            Access.SITE_STAFF: "404",
-            Access.JURISDICTION: "404",
-            Access.ADMIN: "403",
-        },
+        STRANGER,
         {"site": "main-101", "site_id": "main-101", "jurisdiction": "local-law-6-2024"},
     ),
     Caller(
@@ -158,14 +161,7 @@ CALLERS = [
     Caller(
         "another homeowner",
         "oak5",
-        {
-            Access.PUBLIC: "ok",
-            Access.SIGNED_IN: "ok",
-            Access.SITE: "404",
-            Access.SITE_STAFF: "404",
-            Access.JURISDICTION: "404",
-            Access.ADMIN: "403",
-        },
+        STRANGER,
         {"site": "oak-5", "site_id": "oak-5"},
     ),
     Caller(

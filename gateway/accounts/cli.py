@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gateway.accounts.models import Role
+from gateway.accounts.secret import resolve_secret_key
 from gateway.accounts.store import AccountStore
 from gateway.errors import SumpWatchError
 from gateway.registry import load_registry
@@ -42,7 +43,7 @@ def _run(config: Path | None, action: Callable[[AccountStore, Settings], Awaitab
         db = SqliteDatabase(settings.sqlite_file)
         await db.open()
         try:
-            store = AccountStore(db, settings.secret_key.get_secret_value())
+            store = AccountStore(db, resolve_secret_key(settings))
             await store.open()
             return await action(store, settings)
         finally:

@@ -9,7 +9,10 @@ calls :meth:`SqliteDatabase.ensure_schema` with its ``CREATE ... IF NOT EXISTS``
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +22,7 @@ from typing import TypeVar
 from gateway.errors import StoreError, StoreUnavailable
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 _PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -28,6 +32,30 @@ _PRAGMAS = (
     "PRAGMA busy_timeout=5000",
     "PRAGMA foreign_keys=ON",
 )
+
+
+def _create_private(path: Path) -> None:
+    """Make the folder (700) and the file (600) before SQLite opens it.
+
+    The file holds password hashes, session and token HMACs and raw payloads.
+    SQLite gives the -wal and -shm files the mode of the database file, so they
+    follow. An existing file readable by others is tightened; an existing folder
+    is left as it is (it may be shared, e.g. /tmp) with a warning.
+    """
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(parents=True, mode=0o700)
+    elif stat.S_IMODE(folder.stat().st_mode) & 0o077:
+        log.warning("%s is open to other users; SumpWatch's own folders are mode 700", folder)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot create {path}: {exc}") from exc
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if file.exists() and stat.S_IMODE(file.stat().st_mode) & 0o077:
+            file.chmod(0o600)
 
 
 class SqliteDatabase:
@@ -51,7 +79,7 @@ class SqliteDatabase:
 
     async def open(self) -> None:
         """Create the file (and its folder) and start the writer thread."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _create_private(self.path)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
         self._reader_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sqlite-reader")
         loop = asyncio.get_running_loop()
