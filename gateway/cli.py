@@ -127,6 +127,7 @@ def demo(
     from gateway.broker import free_port, start_broker
 
     _logging(verbose)
+    os.umask(0o077)  # the demo's data dir, broker files and database: this user's only
     broker = start_broker(data_dir / "broker", prefer="amqtt" if embedded_broker else "mosquitto")
     console.print(f"[bold]broker[/]: {broker.kind} on {broker.host}:{broker.port}")
     sim = subprocess.Popen(

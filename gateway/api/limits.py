@@ -32,7 +32,11 @@ class BodyTooLarge(HTTPException):
     """
 
     def __init__(self, limit: int) -> None:
-        super().__init__(413, detail=f"request body larger than {limit} bytes")
+        # Close the connection after the answer: otherwise the server would go on
+        # reading (and discarding) the rest of the upload to keep the connection.
+        super().__init__(
+            413, detail=f"request body larger than {limit} bytes", headers={"connection": "close"}
+        )
 
 
 def _declared_length(scope: Scope) -> int | None:
