@@ -301,3 +301,23 @@ def test_a_user_token_made_for_the_demo_works_against_it_across_restarts(
         assert _me(port, token)["username"] == "admin"
     finally:
         _stop(proc)
+
+
+async def test_the_sqlite_file_and_its_folder_are_private_whatever_the_umask(
+    tmp_path: Path,
+) -> None:
+    from gateway.store.database import SqliteDatabase
+
+    previous = os.umask(0o022)  # a typical shell's: files 644, folders 755
+    try:
+        db = SqliteDatabase(tmp_path / "new" / "store.db")
+        await db.open()
+        await db.ensure_schema("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+        await db.write(lambda conn: conn.execute("INSERT INTO t VALUES (1)"))
+        await db.read(lambda conn: conn.execute("SELECT x FROM t").fetchall())
+        made = {p.name: _mode(p) for p in (tmp_path / "new").iterdir()}
+        await db.close()
+    finally:
+        os.umask(previous)
+    assert _mode(tmp_path / "new") == 0o700
+    assert made == {"store.db": 0o600, "store.db-wal": 0o600, "store.db-shm": 0o600}
