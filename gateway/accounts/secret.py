@@ -4,8 +4,8 @@
 file ``<data_dir>/secret_key`` (mode 600), which ``sumpwatch demo`` writes on its
 first start so the demo's tokens and sessions survive restarts and ``sumpwatch user
 token`` (same data dir) makes tokens the running demo accepts. A placeholder key
-with no such file is refused: with a published key anyone can forge nothing
-directly, but a stolen database's token and session HMACs could be checked offline.
+with no such file is refused at start: a key everyone knows keys nothing, and an
+operator who sets a real one later would find every session and token void that day.
 """
 
 from __future__ import annotations
