@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
+import os
 import socket
 import subprocess
 import sys
@@ -49,17 +49,12 @@ def _logging(verbose: bool) -> None:
 
 def serve(settings: Settings, *, log_level: str = "info") -> None:
     """Run the gateway and its API in this process until SIGINT/SIGTERM."""
-    from gateway.app import create_app
+    from gateway.app import create_app, server_config
 
-    config = uvicorn.Config(
-        create_app(settings),
-        host=settings.api_host,
-        port=settings.api_port,
-        log_level=log_level,
-        lifespan="on",
-        timeout_graceful_shutdown=10,
-    )
-    uvicorn.Server(config).run()
+    # Everything the process writes (database, -wal/-shm, spool, reports) is for
+    # its own user only: mode 600 files, 700 folders.
+    os.umask(0o077)
+    uvicorn.Server(server_config(create_app(settings), settings, log_level)).run()
 
 
 @app.command()
@@ -70,9 +65,19 @@ def gateway(
     sites: Annotated[Path | None, typer.Option(help="Site registry TOML")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Folder for the SQLite store")] = None,
     api_port: Annotated[int | None, typer.Option(help="HTTP port of the API")] = None,
+    trusted_proxy: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A reverse proxy (IP or network) whose X-Forwarded-For/-Proto to believe "
+            "(repeat; default none)"
+        ),
+    ] = None,
     verbose: bool = False,
 ) -> None:
     """Run the ingestion gateway with its HTTP API (one process)."""
+    from gateway.accounts.secret import resolve_secret_key
+    from gateway.errors import ConfigError
+
     _logging(verbose)
     settings = load_settings(
         config,
@@ -81,7 +86,14 @@ def gateway(
         sites_file=sites,
         data_dir=data_dir,
         api_port=api_port,
+        trusted_proxies=trusted_proxy or None,
     )
+    if settings.auth_enabled:
+        try:
+            resolve_secret_key(settings)
+        except ConfigError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
     serve(settings)
 
 
@@ -109,10 +121,12 @@ def demo(
     verbose: bool = False,
 ) -> None:
     """Broker + simulated homes + gateway + dashboard, in one command. Ctrl-C stops all."""
+    from gateway.accounts.secret import ensure_key_file
     from gateway.accounts.seed import describe_seed, load_seed
     from gateway.broker import free_port, start_broker
 
     _logging(verbose)
+    os.umask(0o077)  # the demo's data dir, broker files and database: this user's only
     broker = start_broker(data_dir / "broker", prefer="amqtt" if embedded_broker else "mosquitto")
     console.print(f"[bold]broker[/]: {broker.kind} on {broker.host}:{broker.port}")
     sim = subprocess.Popen(
@@ -143,7 +157,9 @@ def demo(
         mqtt_client_id=f"sumpwatch-demo-{broker.port}",
         auth_enabled=True,
         users_file=users,
-        secret_key=secrets.token_urlsafe(32),
+        # Kept in the data dir (mode 600): sessions and `sumpwatch user token` tokens
+        # made for this data dir keep working across restarts.
+        secret_key=ensure_key_file(data_dir),
         ha_discovery=True,
         public_url=f"http://127.0.0.1:{api_port}",
     )

@@ -267,7 +267,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
     alerts_config = load_alerts_config(settings.alerts_file).with_secrets(
         smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
     )
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: docs/security.md
     async with contextlib.AsyncExitStack() as stack:
         db = SqliteDatabase(settings.sqlite_file)
         await db.open()

@@ -95,6 +95,14 @@ class Settings(BaseSettings):
     cookie_secure: bool | None = Field(
         None, description="Force the Secure cookie flag (default: when the request is HTTPS)"
     )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Reverse proxies (IPs or networks) whose X-Forwarded-For/-Proto are "
+        "believed; none by default, so a client cannot choose its own address",
+    )
+    max_body_bytes: int = Field(
+        64 * 1024, ge=1024, description="Largest request body (forms, JSON); more is 413"
+    )
 
     # Alerts (routing file: docs/alerts.md; secrets only from the environment)
     alerts_file: Path | None = Field(None, description="Alert routing TOML")

@@ -34,7 +34,7 @@ from alerts.config import AlertsConfig
 from alerts.manager import AlertManager
 from gateway.accounts.models import Role
 from gateway.accounts.repository import AccountStore
-from gateway.app import create_app
+from gateway.app import create_app, server_config
 from gateway.broker import BrokerProcess
 from gateway.contract import telemetry_topic
 from gateway.registry import SiteRegistry
@@ -158,14 +158,13 @@ def web_settings(gateway_settings: Settings) -> Settings:
 async def _serve(settings: Settings, broker: BrokerProcess) -> AsyncIterator[LiveApp]:
     app = create_app(settings)
     port = free_port()
-    config = uvicorn.Config(
+    # Served as `sumpwatch gateway` serves it (no proxy headers believed unless configured).
+    config = server_config(
         app,
-        host="127.0.0.1",
-        port=port,
+        settings.model_copy(update={"api_host": "127.0.0.1", "api_port": port}),
         log_level="warning",
-        lifespan="on",
-        timeout_graceful_shutdown=1,
     )
+    config.timeout_graceful_shutdown = 1
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
 

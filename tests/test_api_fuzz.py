@@ -100,6 +100,9 @@ def test_no_request_makes_the_api_fail_with_a_server_error(
         "/sites/elm-12/readings?from=0001-01-01T00:00:00%2B00:01",
         "/sites/elm-12/readings?to=9999-12-31T23:59:59-10:00",
         "/deadletters?limit=1000&offset=9223372036854775807",
+        # Issue 12: a season in year 0 (no such year) or past 9999 was a 500.
+        "/reports/winter?season=0000-0001",
+        "/reports/winter?season=9999-10000",
     ],
 )
 def test_the_500s_fuzzing_found_stay_fixed(api_schema: Any, url: str) -> None:

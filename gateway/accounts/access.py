@@ -13,10 +13,12 @@ routers added later by anyone are covered without doing anything. Per request it
    ``alert_id``; add more with :func:`register_resolver`) and the query parameters
    ``site_id`` / ``site`` / ``jurisdiction``. A site or alert out of scope answers
    404 exactly as one that does not exist, so ids cannot be probed;
-5. fails closed: a non-admin may call a route only if it named a site-scoped
-   resource (step 4) or the route declares that it filters by scope itself by
-   taking :data:`ScopeDep` or :data:`PrincipalDep`. Anything else (dead letters,
-   metrics, a new list endpoint that forgot to filter) is admin-only (403).
+5. fails closed: a non-admin may call a route only if its *path* names a
+   site-scoped resource (step 4) or the route declares that it filters by scope
+   itself by taking :data:`ScopeDep` or :data:`PrincipalDep`. Query parameters
+   never open a route (a route may ignore them). Anything else (dead letters,
+   metrics, the delivery log, a new list endpoint that forgot to filter) is
+   admin-only (403).
 
 With ``settings.auth_enabled`` off every request is :data:`OPEN_ACCESS` (admin).
 """
@@ -47,7 +49,7 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PUBLIC_PATHS = frozenset({"/health", "/login", "/favicon.ico"})
 PUBLIC_PREFIXES = ("/static/",)
 #: Any logged-in principal may read these (the API description).
-ANY_ROLE_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+ANY_ROLE_PATHS = frozenset({"/openapi.json", "/docs"})
 
 #: Given a path-parameter value, the site id it belongs to (raise NotFound if none).
 Resolver = Callable[[Request, str], Awaitable[str]]
@@ -201,10 +203,12 @@ async def access_control(request: Request) -> None:
         if site is None or not principal.can_see(site):
             raise _not_found(name.removesuffix("_id"), str(value))
         named_site = True
+    # Sites named in the query are checked (out of scope: 404) but never open a
+    # route: what a route returns is decided by its path and its code, not by a
+    # parameter it may ignore (``/deliveries?site=<own>`` once listed every site's).
     for name in ("site_id", "site"):
         for value in request.query_params.getlist(name):
             await _check_site(request, principal, value)
-            named_site = True
     for value in request.query_params.getlist("jurisdiction"):
         _check_jurisdiction(request, principal, value)
     if not named_site and not _route_is_scope_aware(request):
@@ -251,9 +255,9 @@ StaffDep = Annotated[Principal, Depends(require_role(Role.PUBLIC_WORKS))]
 class GuardDocsMiddleware:
     """Authentication for the API description routes FastAPI adds itself.
 
-    ``/openapi.json``, ``/docs`` and ``/redoc`` are plain Starlette routes that the
-    app-wide dependency does not reach; this middleware asks for the same
-    credentials before them.
+    ``/openapi.json`` is a plain Starlette route that the app-wide dependency does
+    not reach; this middleware asks for the same credentials before it (and before
+    ``/docs``, which the dependency also covers).
     """
 
     def __init__(self, app: ASGIApp) -> None:

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from gateway.accounts.models import Role
 from gateway.accounts.repository import AccountStore
+from gateway.accounts.secret import resolve_secret_key
 from gateway.errors import SumpWatchError
 from gateway.registry import load_registry
 from gateway.settings import Settings, load_settings
@@ -42,7 +43,7 @@ def _run(config: Path | None, action: Callable[[AccountStore, Settings], Awaitab
         db = SqliteDatabase(settings.sqlite_file)
         await db.open()
         try:
-            store = AccountStore(db, settings.secret_key.get_secret_value())
+            store = AccountStore(db, resolve_secret_key(settings))
             await store.open()
             return await action(store, settings)
         finally:

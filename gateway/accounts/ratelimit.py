@@ -1,9 +1,11 @@
 """Login rate limiting: failed attempts in a sliding window, per key.
 
-The login route counts failures per client address and per username; once either
-key has ``max_failures`` in ``window_s`` it answers 429 with Retry-After until the
-oldest failure leaves the window. A success clears the username's count. State is
-in memory: one gateway process serves the API (docs/architecture.md).
+The login route counts failures per (address, account) pair, per address and per
+account (:class:`LoginLimiter`); once a key has ``max_failures`` in ``window_s`` it
+answers 429 with Retry-After until the oldest failure leaves the window. The address
+is the socket peer's, or the client a configured trusted proxy names
+(``settings.trusted_proxies``); a client cannot pick its own. State is in memory:
+one gateway process serves the API (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -64,23 +66,44 @@ class FailureLimiter:
 
 
 class LoginLimiter:
-    """Per-address and per-username failure limits for the login form."""
+    """Failure limits for the login form, each counted on its own key.
+
+    * ``per_pair`` failures of one address on one account: that address may not
+      try that account again until the window frees a slot (guessing one password).
+    * ``per_address`` failures of one address on any accounts: that address may not
+      try any account (spraying). It blocks the address only: a shared address (a
+      proxy not declared in ``trusted_proxies``, an office NAT) is the one case
+      where other people wait too.
+    * ``per_user`` failures on one account from all addresses together: a
+      distributed guess of one account is slowed for everyone; high enough that
+      one address (which stops at ``per_address``) cannot reach it alone.
+
+    A success clears its own (address, account) pair only: signing in to one's
+    own account must not buy a sprayer fresh attempts on others.
+    """
 
     def __init__(
         self,
-        per_user: int = 5,
+        per_pair: int = 5,
         per_address: int = 20,
+        per_user: int = 100,
         window_s: float = 900.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.users = FailureLimiter(per_user, window_s, clock)
+        self.pairs = FailureLimiter(per_pair, window_s, clock)
         self.addresses = FailureLimiter(per_address, window_s, clock)
+        self.users = FailureLimiter(per_user, window_s, clock)
+
+    @staticmethod
+    def _pair(address: str, username: str) -> str:
+        return f"{address}\x00{username.lower()}"
 
     def retry_after(self, address: str, username: str) -> int | None:
         """Seconds to wait before this attempt is allowed, or None."""
         waits = [
             w
             for w in (
+                self.pairs.retry_after(self._pair(address, username)),
                 self.addresses.retry_after(address),
                 self.users.retry_after(username.lower()),
             )
@@ -89,10 +112,11 @@ class LoginLimiter:
         return max(waits) if waits else None
 
     def failed(self, address: str, username: str) -> None:
-        """Count a wrong password or unknown user."""
+        """Count a wrong password or unknown user on all three keys."""
+        self.pairs.fail(self._pair(address, username))
         self.addresses.fail(address)
         self.users.fail(username.lower())
 
-    def succeeded(self, username: str) -> None:
-        """Clear the username's failures."""
-        self.users.reset(username.lower())
+    def succeeded(self, address: str, username: str) -> None:
+        """Clear this address's failures on this account."""
+        self.pairs.reset(self._pair(address, username))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Form, HTTPException, Request
@@ -101,7 +103,7 @@ async def login(
         limiter.failed(address, username)
         log.info("failed sign-in for %r from %s", username, address)
         return _login_page(request, next_url, "Wrong username or password.", 401)
-    limiter.succeeded(username)
+    limiter.succeeded(address, username)
     secret, _ = await store.create_session(user)
     log.info("%s signed in from %s", user.username, address)
     response = RedirectResponse(next_url, status_code=303)
@@ -168,7 +170,7 @@ async def _account_page(request: Request, principal: Principal, new_token: str =
 @router.get("/account", include_in_schema=False)
 async def account(request: Request, principal: PrincipalDep) -> Response:
     """The account page: role, scope and API tokens (a new token's secret, once)."""
-    new_token = _flashes(request).pop(principal.csrf_token or "", "")
+    new_token = _flashes(request).take(_flash_key(request, principal))
     return await _account_page(request, principal, new_token=new_token)
 
 
@@ -178,21 +180,55 @@ async def create_token(
 ) -> Response:
     """Create an API token, then show its secret once on the account page.
 
-    Post/redirect/get: the secret waits in memory for the session's next GET of
-    /account (never in a URL), so reloading the page does not make a second token.
+    Post/redirect/get: the secret waits in memory for the next GET of /account
+    with the same credentials (never in a URL), so reloading the page does not
+    make a second token and nobody else's GET can collect it.
     """
     user = await accounts_of(request).get_user(principal.username)
     if user is None or principal.via == "open":
         raise HTTPException(400, detail="API tokens need sign-in to be enabled")
     secret, _ = await accounts_of(request).create_token(user, name.strip() or "integration")
-    _flashes(request)[principal.csrf_token or ""] = secret
+    _flashes(request).put(_flash_key(request, principal), secret)
     return RedirectResponse("/account", status_code=303)
 
 
-def _flashes(request: Request) -> dict[str, str]:
-    flashes: dict[str, str] | None = getattr(request.app.state, "token_flashes", None)
+def _flash_key(request: Request, principal: Principal) -> str:
+    """Who may collect a new token's secret: this account over these credentials.
+
+    The session's CSRF token (one per session) or a digest of the bearer token;
+    never an empty key shared by every bearer caller.
+    """
+    if principal.via == "session":
+        credential = principal.csrf_token or ""
+    else:
+        credential = request.headers.get("authorization", "")
+    material = f"{principal.user_id}\x00{principal.via}\x00{credential}"
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+class TokenFlashes:
+    """New token secrets waiting to be shown once, for at most ``ttl_s``."""
+
+    def __init__(self, ttl_s: float = 600.0) -> None:
+        self.ttl_s = ttl_s
+        self._items: dict[str, tuple[str, float]] = {}
+
+    def put(self, key: str, secret: str) -> None:
+        """Keep ``secret`` for the next :meth:`take` with ``key``."""
+        now = time.monotonic()
+        self._items = {k: v for k, v in self._items.items() if now - v[1] < self.ttl_s}
+        self._items[key] = (secret, now)
+
+    def take(self, key: str) -> str:
+        """The waiting secret of ``key`` (then forgotten), or ""."""
+        secret, at = self._items.pop(key, ("", 0.0))
+        return secret if time.monotonic() - at < self.ttl_s else ""
+
+
+def _flashes(request: Request) -> TokenFlashes:
+    flashes: TokenFlashes | None = getattr(request.app.state, "token_flashes", None)
     if flashes is None:
-        flashes = request.app.state.token_flashes = {}
+        flashes = request.app.state.token_flashes = TokenFlashes()
     return flashes
 
 

@@ -25,9 +25,6 @@ def tile_origin(tile_url: str) -> str:
     return f"{parts.scheme}://{host}"
 
 
-#: The interactive API docs load Swagger UI / ReDoc from a CDN; they get no CSP.
-_DOCS_PATHS = ("/docs", "/redoc")
-
 _COMMON = [
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
@@ -60,7 +57,8 @@ class SecurityHeadersMiddleware:
                 headers = list(message.get("headers", []))
                 present = {name.lower() for name, _ in headers}
                 extra = [h for h in _COMMON if h[0] not in present]
-                if not path.startswith(_DOCS_PATHS) and b"content-security-policy" not in present:
+                # Every page, /docs included (its Swagger UI is served from /static).
+                if b"content-security-policy" not in present:
                     extra.append((b"content-security-policy", self.csp))
                 if https:
                     extra.append((b"strict-transport-security", b"max-age=31536000"))

@@ -11,14 +11,13 @@ from gateway.accounts import routes
 from gateway.accounts.access import GuardDocsMiddleware, LoginRequired
 from gateway.accounts.ratelimit import LoginLimiter
 from gateway.accounts.repository import AccountStore
+from gateway.accounts.secret import resolve_secret_key
 from gateway.accounts.security import SecurityHeadersMiddleware, install_log_redaction
 from gateway.accounts.seed import load_seed, seed_users
 from gateway.services import Services
 from gateway.settings import Settings
 
 log = logging.getLogger(__name__)
-
-DEFAULT_SECRET = "change-me-in-production"
 
 
 async def _login_required(request: Request, exc: Exception) -> Response:
@@ -53,9 +52,18 @@ def install_accounts(app: FastAPI, img_sources: tuple[str, ...] = ()) -> None:
 
 
 async def open_accounts(app: FastAPI, services: Services, settings: Settings) -> AccountStore:
-    """Open the account tables (services.db), seed users, and stop secrets reaching logs."""
+    """Open the account tables (services.db), seed users, and stop secrets reaching logs.
+
+    With authentication on, a placeholder secret key (and no ``<data_dir>/secret_key``)
+    is a ConfigError: the app does not start.
+    """
     install_log_redaction()
-    store = AccountStore(services.db, settings.secret_key.get_secret_value())
+    key = (
+        resolve_secret_key(settings)
+        if settings.auth_enabled
+        else settings.secret_key.get_secret_value()
+    )
+    store = AccountStore(services.db, key)
     await store.open()
     app.state.accounts = store
     users_file = settings.users_file
@@ -63,8 +71,6 @@ async def open_accounts(app: FastAPI, services: Services, settings: Settings) ->
         created = await seed_users(store, load_seed(users_file))
         for user in created:
             log.info("seeded %s account %r", user.role.value, user.username)
-    if settings.auth_enabled and settings.secret_key.get_secret_value() == DEFAULT_SECRET:
-        log.warning("auth is on with the default secret_key; set SUMPWATCH_SECRET_KEY")
     if not settings.auth_enabled:
         log.warning("auth_enabled is off: every request is treated as an administrator")
     return store

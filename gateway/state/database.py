@@ -10,7 +10,10 @@ user_version``), so every table is created or changed in exactly one place.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +24,7 @@ from gateway.errors import StoreError, StoreUnavailable
 from gateway.state import migrations
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 _PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -51,6 +55,30 @@ class Database(Protocol):
         ...
 
 
+def _create_private(path: Path) -> None:
+    """Make the folder (700) and the file (600) before SQLite opens it.
+
+    The file holds password hashes, session and token HMACs and raw payloads.
+    SQLite gives the -wal and -shm files the mode of the database file, so they
+    follow. An existing file readable by others is tightened; an existing folder
+    is left as it is (it may be shared, e.g. /tmp) with a warning.
+    """
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(parents=True, mode=0o700)
+    elif stat.S_IMODE(folder.stat().st_mode) & 0o077:
+        log.warning("%s is open to other users; SumpWatch's own folders are mode 700", folder)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot create {path}: {exc}") from exc
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if file.exists() and stat.S_IMODE(file.stat().st_mode) & 0o077:
+            file.chmod(0o600)
+
+
 class SqliteDatabase:
     """One SQLite file: a writer thread and per-thread reader connections."""
 
@@ -71,9 +99,9 @@ class SqliteDatabase:
         return conn
 
     async def open(self, *, migrate: bool = True) -> None:
-        """Create the file (and its folder), start the writer thread and bring the
-        schema to this version's (``migrate=False``: leave it, e.g. to report it)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Create the file (and its folder, both private), start the writer thread and
+        bring the schema to this version's (``migrate=False``: leave it, e.g. to report it)."""
+        _create_private(self.path)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
         self._reader_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sqlite-reader")
         loop = asyncio.get_running_loop()

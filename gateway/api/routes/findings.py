@@ -150,7 +150,7 @@ def _site(request: Request, site_id: str) -> SiteConfig:
 
 def _check_rule(rule: str | None) -> None:
     if rule is not None and rule not in RULE_IDS:
-        raise HTTPException(status_code=422, detail=f"unknown rule {rule!r}; one of {RULE_IDS}")
+        raise HTTPException(status_code=422, detail=f"unknown rule; one of {RULE_IDS}")
 
 
 OpenQ = Annotated[bool, Query(alias="open", description="Only findings not yet cleared")]

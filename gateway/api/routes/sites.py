@@ -64,7 +64,8 @@ async def site_readings(
     fields = tuple(field or ())
     unknown = [f for f in fields if f not in FIELDS]
     if unknown:
-        raise HTTPException(422, detail=f"unknown field(s) {unknown}; known: {sorted(FIELDS)}")
+        # The known names, not the submitted ones: error bodies echo no input.
+        raise HTTPException(422, detail=f"unknown field in 'field'; known: {sorted(FIELDS)}")
     rows = await services.store.readings(
         SeriesQuery(site.id, node_id=node, fields=fields, start=start, end=end, limit=limit)
     )
