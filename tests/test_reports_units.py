@@ -186,6 +186,10 @@ def _sources(
         async def list(self, **_: object) -> list[Finding]:
             return findings or []
 
+        async def level_histories(self, ids: list[str]) -> dict[str, list[tuple[datetime, str]]]:
+            # Each finding held its last level throughout (no events recorded here).
+            return {f.id: [(f.opened_at, f.level)] for f in findings or [] if f.id in ids}
+
     class Records:
         def confirmations(self, site_id: str, start: datetime, end: datetime) -> list[Confirmation]:
             return [c for c in confirmations or [] if start <= c.observed_at < end]
