@@ -112,8 +112,20 @@ def demo(
     """Broker + simulated homes + gateway + dashboard, in one command. Ctrl-C stops all."""
     from gateway.accounts.seed import describe_seed, load_seed
     from gateway.broker import free_port, start_broker
+    from gateway.demo_lifecycle import (
+        exit_on_signals,
+        forget_children,
+        record_children,
+        signals_ignored,
+        stop_stale_children,
+    )
 
     _logging(verbose)
+    exit_on_signals()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    stale = stop_stale_children(data_dir)
+    if stale:
+        console.print(f"stopped {len(stale)} process(es) a killed demo left running: {stale}")
     broker = start_broker(data_dir / "broker", prefer="amqtt" if embedded_broker else "mosquitto")
     console.print(f"[bold]broker[/]: {broker.kind} on {broker.host}:{broker.port}")
     sim = subprocess.Popen(
@@ -133,6 +145,7 @@ def demo(
         ],
         stdin=subprocess.DEVNULL,
     )
+    record_children(data_dir, {"broker": broker.process.pid, "simulator": sim.pid})
     api_port = port if _port_free(port) else free_port()
     settings = Settings(
         data_dir=data_dir,
@@ -141,7 +154,8 @@ def demo(
         mqtt_port=broker.port,
         mqtt_protocol="5" if broker.protocol == "5" else "3.1.1",
         api_port=api_port,
-        mqtt_client_id=f"sumpwatch-demo-{broker.port}",
+        # mqtt_client_id unset: generated once and kept in the data dir, so a rerun
+        # resumes the session the broker kept (and queued for) while it was down.
         auth_enabled=True,
         users_file=users,
         secret_key=secrets.token_urlsafe(32),
@@ -152,16 +166,18 @@ def demo(
         console.print(f"  {line}")
     try:
         serve(settings, log_level="warning")
-    except KeyboardInterrupt:
-        pass  # uvicorn re-raises the SIGINT it handled; the stop below is the clean exit
+    except (KeyboardInterrupt, SystemExit):
+        pass  # uvicorn re-raises the signal it handled; the stop below is the clean exit
     finally:
-        sim.terminate()
-        try:
-            sim.wait(10)
-        except subprocess.TimeoutExpired:
-            sim.kill()
-        broker.stop()
-        console.print("demo stopped")
+        with signals_ignored():
+            sim.terminate()
+            try:
+                sim.wait(10)
+            except subprocess.TimeoutExpired:
+                sim.kill()
+            broker.stop()
+            forget_children(data_dir)
+            console.print("demo stopped")
 
 
 @app.command()

@@ -17,7 +17,7 @@ from alerts.config import load_alerts_config
 from gateway.domain import FindingEvent
 from gateway.errors import ConfigError
 from gateway.ingest import MqttSource
-from gateway.ingest.mqtt import SitePartition, tls_context
+from gateway.ingest.mqtt import SitePartition, gateway_client_id, tls_context
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline
 from gateway.registry import SiteRegistry, load_registry
@@ -34,6 +34,7 @@ from gateway.store.factory import make_store
 from gateway.store.rollups import refresh_forever
 from gateway.store.writer import BatchWriter
 from gateway.validate import Validator
+from gateway.validate.admission import Admission
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,14 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         await state.open()
         metrics = Metrics()
         validator = Validator(
-            max_future_skew_s=settings.max_future_skew_s, max_age_s=settings.max_age_s
+            max_future_skew_s=settings.max_future_skew_s,
+            max_age_s=settings.max_age_s,
+            admission=Admission(
+                registry,
+                open_enrolment=settings.open_enrolment,
+                rate_factor=settings.rate_limit_factor,
+                burst=settings.rate_limit_burst,
+            ),
         )
         writer = BatchWriter(
             store,
@@ -114,7 +122,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                 MqttPublisher(
                     settings.mqtt_host,
                     settings.mqtt_port,
-                    client_id=f"{settings.mqtt_client_id}-alerts",
+                    client_id=f"{gateway_client_id(settings)}-alerts",
                     username=settings.mqtt_username,
                     password=(
                         settings.mqtt_password.get_secret_value()

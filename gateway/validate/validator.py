@@ -17,6 +17,7 @@ from gateway.contract import (
     parse_topic,
 )
 from gateway.domain import DeadLetter, RawMessage, Reading, StatusChange
+from gateway.validate.admission import Admission
 
 #: Stable reason codes of dead letters (documented in docs/telemetry.md).
 REASONS = (
@@ -33,6 +34,11 @@ REASONS = (
     "clock_ahead",
     "too_old",
     "bad_status",
+    "unknown_site",
+    "unknown_node",
+    "kind_mismatch",
+    "rate_limited",
+    "identity_reuse",
 )
 
 _ERROR_REASONS = {
@@ -68,6 +74,15 @@ def reason_of(exc: ValidationError) -> tuple[str, str]:
     return reason, detail
 
 
+#: Details of the admission reasons (gateway.validate.admission); fixed strings, so a
+#: flood of refusals costs no formatting.
+_DETAILS = {
+    "unknown_site": "site is not in the site registry (settings: open_enrolment)",
+    "unknown_node": "node is not registered at this site (settings: open_enrolment)",
+    "kind_mismatch": "payload kind differs from the node's registered kind",
+    "rate_limited": "node sends faster than its registered interval allows (rate_limit_factor)",
+}
+
 #: A fleet repeats the same few thousand topics: parse each once (bench/ingest.py:
 #: ~5% of the per-message cost). Bounded, so hostile random topics cannot grow it.
 _parse_topic = functools.lru_cache(maxsize=65536)(parse_topic)
@@ -82,7 +97,9 @@ class Validator:
         max_future_skew_s: float = 300.0,
         max_age_s: float = 90 * 86400.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        admission: Admission | None = None,
     ) -> None:
+        self._admission = admission
         self._skew = timedelta(seconds=max_future_skew_s)
         self._max_age = timedelta(seconds=max_age_s)
         self._clock = clock
@@ -105,6 +122,10 @@ class Validator:
             text = raw.payload.decode("utf-8", "replace").strip()
             if text not in (STATUS_ONLINE, STATUS_OFFLINE):
                 return self._dead(raw, "bad_status", f"status must be online|offline, not {text!r}")
+            if self._admission is not None:
+                refused = self._admission.enrolled(parts.site_id, parts.node_id)
+                if refused is not None:
+                    return self._dead(raw, refused, _DETAILS[refused])
             return StatusChange(
                 parts.site_id, parts.node_id, text == STATUS_ONLINE, raw.received_at
             )
@@ -131,6 +152,10 @@ class Validator:
             return self._dead(
                 raw, "too_old", f"ts {msg.ts.isoformat()} is older than {self._max_age}"
             )
+        if self._admission is not None:
+            refused = self._admission.admit(msg.site_id, msg.node_id, msg.kind, msg.ts.timestamp())
+            if refused is not None:
+                return self._dead(raw, refused, _DETAILS[refused])
         values = {k: v for k, v in msg.readings.__dict__.items() if v is not None}
         return Reading(
             site_id=msg.site_id,
