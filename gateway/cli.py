@@ -18,7 +18,7 @@ from rich.console import Console
 from firmware_sim.cli import plot as plot_scenario
 from firmware_sim.cli import simulate
 from gateway.accounts.cli import user_app
-from gateway.provision import provision
+from gateway.provision import provision, provision_gateway
 from gateway.reports.cli import report_app
 from gateway.rules import cli as rules_cli
 from gateway.settings import REPO_DIR, Settings, load_settings
@@ -202,6 +202,7 @@ app.command("score")(rules_cli.score)
 app.add_typer(report_app, name="report")
 app.add_typer(user_app, name="user")
 app.command("provision")(provision)
+app.command("provision-gateway")(provision_gateway)
 
 
 def main() -> None:
