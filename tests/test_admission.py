@@ -18,6 +18,7 @@ import pytest
 
 from gateway.broker import BrokerProcess
 from gateway.contract import status_topic, telemetry_topic
+from gateway.rules.engine import SILENT_RULE
 from gateway.runtime import Runtime, run_gateway
 from gateway.settings import Settings
 from tests.conftest import DEMO_SITES
@@ -154,7 +155,14 @@ async def test_fresh_telemetry_wins_over_a_stale_retained_offline(
         async def offline_seen() -> bool:
             return [s.online for s in await runtime.state.statuses("elm-12")] == [False]
 
+        async def silent_finding() -> bool:
+            return any(
+                f.rule_id == SILENT_RULE and f.site_id == "elm-12"
+                for f in await runtime.findings.open_findings()
+            )
+
         await wait_until(offline_seen, 10)
+        await wait_until(silent_finding, 10)  # the page shows "not reporting"
         # ...then readings taken after it was heard: the node is reporting.
         fresh = [_message("elm-12", "pit", seq, boot="fr3sh") for seq in range(3)]
         await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, fresh)
@@ -162,7 +170,11 @@ async def test_fresh_telemetry_wins_over_a_stale_retained_offline(
         async def online() -> bool:
             return [s.online for s in await runtime.state.statuses("elm-12")] == [True]
 
-        await wait_until(online, 10)
+        async def not_silent() -> bool:
+            return not await silent_finding()
+
+        await wait_until(online, 10)  # what GET /sites/{id} reports as "online"
+        await wait_until(not_silent, 10)
         # A reading older than a status heard later does not undo it (a backlog
         # arriving after a real last will).
         await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, [(topic, b"offline")])
