@@ -3,6 +3,7 @@ demo killed with SIGKILL resumes storing when run again on the same data dir."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -76,6 +77,7 @@ def test_a_demo_killed_with_sigkill_resumes_storing_when_rerun_on_its_data_dir(
     data = tmp_path / "demo"
     db = data / "sumpwatch.db"
     first, _ = _start_demo(data)
+    orphans: list[psutil.Process] = []
     try:
         _wait_storing(first, db, 0)
         orphans = _children(first.pid)
@@ -96,5 +98,7 @@ def test_a_demo_killed_with_sigkill_resumes_storing_when_rerun_on_its_data_dir(
             second.send_signal(signal.SIGTERM)
             second.communicate(timeout=30)
     finally:
-        for p in psutil.Process().children(recursive=True):
-            p.kill()
+        # Whatever this test started, orphaned or not, does not outlive it.
+        for p in [*psutil.Process().children(recursive=True), *orphans]:
+            with contextlib.suppress(psutil.Error):
+                p.kill()

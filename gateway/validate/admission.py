@@ -16,31 +16,24 @@ back-fill its own past at most once, ``rate`` per second, within ``max_age_s``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gateway.registry import SiteRegistry
 
 #: Sample interval assumed for a node missing from the registry (open enrolment).
 UNREGISTERED_INTERVAL_S = 10.0
 
 
-@dataclass(frozen=True, slots=True)
-class NodePolicy:
-    """What one node may send: its registered kind (None: any) and its rate."""
+class _Node:
+    """One node's registered kind (None: any), its rate, and its token bucket: the
+    tokens left and the device time they were last refilled at (None: not yet)."""
 
-    kind: str | None
-    rate_per_s: float
-    burst: float
+    __slots__ = ("burst", "clock", "kind", "rate_per_s", "tokens")
 
-
-class _Bucket:
-    """One node's tokens and the device time they were last refilled at."""
-
-    __slots__ = ("clock", "tokens")
-
-    def __init__(self, clock: float, tokens: float) -> None:
-        self.clock = clock
-        self.tokens = tokens
+    def __init__(self, kind: str | None, rate_per_s: float, burst: float) -> None:
+        self.kind = kind
+        self.rate_per_s = rate_per_s
+        self.burst = burst
+        self.clock: float | None = None
+        self.tokens = burst
 
 
 class Admission:
@@ -56,42 +49,43 @@ class Admission:
     ) -> None:
         self._open = open_enrolment
         self._limit = rate_factor > 0
+        self._factor = rate_factor
+        self._burst = burst
         self._sites = {site.id for site in registry}
-        self._policies = {
-            (site.id, node.id): NodePolicy(node.kind, rate_factor / node.interval_s, burst)
+        # One dict lookup per message finds both the node's policy and its bucket.
+        self._nodes = {
+            (site.id, node.id): _Node(node.kind, rate_factor / node.interval_s, burst)
             for site in registry
             for node in site.nodes
         }
-        self._stranger = NodePolicy(None, rate_factor / UNREGISTERED_INTERVAL_S, burst)
-        self._buckets: dict[tuple[str, str], _Bucket] = {}
 
     def enrolled(self, site_id: str, node_id: str) -> str | None:
         """``unknown_site`` / ``unknown_node`` unless enrolled (or enrolment is open)."""
-        if self._open or (site_id, node_id) in self._policies:
+        if self._open or (site_id, node_id) in self._nodes:
             return None
         return "unknown_node" if site_id in self._sites else "unknown_site"
 
     def admit(self, site_id: str, node_id: str, kind: str, ts: float) -> str | None:
         """``kind_mismatch`` or ``rate_limited`` for a telemetry message, else None."""
-        key = (site_id, node_id)
-        policy = self._policies.get(key)
-        if policy is None:
+        node = self._nodes.get((site_id, node_id))
+        if node is None:
             if not self._open:
                 return "unknown_node" if site_id in self._sites else "unknown_site"
-            policy = self._stranger
-        elif kind != policy.kind:
+            # Open enrolment: a stranger gets a bucket of its own, any kind.
+            node = self._nodes[site_id, node_id] = _Node(
+                None, self._factor / UNREGISTERED_INTERVAL_S, self._burst
+            )
+        elif kind != node.kind and node.kind is not None:
             return "kind_mismatch"
         if not self._limit:
             return None
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = self._buckets[key] = _Bucket(ts, policy.burst)
-        elif ts > bucket.clock:
-            bucket.tokens = min(
-                policy.burst, bucket.tokens + (ts - bucket.clock) * policy.rate_per_s
-            )
-            bucket.clock = ts
-        if bucket.tokens < 1.0:
+        clock = node.clock
+        if clock is None or ts > clock:
+            if clock is not None:
+                tokens = node.tokens + (ts - clock) * node.rate_per_s
+                node.tokens = tokens if tokens < node.burst else node.burst
+            node.clock = ts
+        if node.tokens < 1.0:
             return "rate_limited"
-        bucket.tokens -= 1.0
+        node.tokens -= 1.0
         return None
