@@ -100,7 +100,6 @@ class Validator:
         admission: Admission | None = None,
     ) -> None:
         self._admission = admission
-        self._skew = timedelta(seconds=max_future_skew_s)
         self._max_age = timedelta(seconds=max_age_s)
         self._skew_s = float(max_future_skew_s)
         self._max_age_s = float(max_age_s)
