@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import random
+import secrets
 import ssl
 import threading
 import time
@@ -258,6 +259,13 @@ def publish_simulation(
     every publication (the CLI uses it to also write ``--out``).
     """
     tag = f"{random.getrandbits(32):08x}"
+    boot_field = b'"boot":"'
+    # A seeded scenario draws the same boot ids on every run, and seq restarts at 0:
+    # a rerun would repeat (boot, seq) identities the gateway already stored. A real
+    # node draws a new boot id at each power-up, so each process start (each "power
+    # up" of the simulated fleet) prefixes every boot id with its own random salt.
+    # Only what goes to the broker changes; ``--out`` without a broker keeps its bytes.
+    booted = boot_field + secrets.token_hex(3).encode()
     first = sim.homes[0].spec
     protocol = opts.protocol or probe_protocol(opts, first.site_id, first.nodes[0].node_id)
     clients: dict[tuple[str, str], NodeClient] = {}
@@ -288,8 +296,9 @@ def publish_simulation(
                         time.sleep(delay)
                     elif stop.wait(delay):
                         break
+            payload = msg.payload.replace(boot_field, booted, 1)
             if on_message is not None:
-                on_message(msg.topic, msg.payload)
+                on_message(msg.topic, payload)
             client = clients[(msg.site_id, msg.node_id)]
             if msg.retain:
                 # Availability is the broker's job: silence publishes the will,
@@ -304,7 +313,7 @@ def publish_simulation(
             while not client.connected.wait(0.5):
                 if stop is not None and stop.is_set():
                     break
-            pending.append((client, client.publish(msg.topic, msg.payload)))
+            pending.append((client, client.publish(msg.topic, payload)))
             published += 1
             if len(pending) >= 5000:
                 pending = [(c, p) for c, p in pending if not _acked(p)]

@@ -41,6 +41,8 @@ _REPLACED = (
     "log_type",
     "connection_messages",
     "user",
+    "per_listener_settings",
+    "use_username_as_clientid",
 )
 
 
@@ -66,18 +68,43 @@ def render_mosquitto_conf(
     password_file: Path | None = None,
     acl_file: Path | None = None,
     extra: str = "",
+    gateway_port: int | None = None,
+    gateway_password_file: Path | None = None,
 ) -> str:
-    """The shipped config with a loopback listener on ``port`` and local paths."""
+    """The shipped config with a loopback listener on ``port`` and local paths.
+
+    With ``gateway_port`` and ``gateway_password_file`` (and a ``password_file``),
+    the shipped two-listener layout: nodes on ``port``, gateways on ``gateway_port``.
+    """
     kept = []
     for line in shipped.read_text().splitlines():
         key = line.strip().split(" ", 1)[0]
         if key and not key.startswith("#") and key in _REPLACED:
             continue
         kept.append(line)
+    kept += [f"persistence_location {data_dir}/"]
+    if gateway_port is not None and gateway_password_file is not None and password_file:
+        # The shipped layout (docs/security.md): nodes on their own listener, where
+        # the client id is forced to the username; the gateway on another listener
+        # that only gateway logins can use.
+        kept += [
+            "per_listener_settings true",
+            f"listener {port} 127.0.0.1",
+            "use_username_as_clientid true",
+            *node_listener_auth(password_file, acl_file),
+            f"listener {gateway_port} 127.0.0.1",
+            "allow_anonymous false",
+            f"password_file {gateway_password_file}",
+            *([f"acl_file {acl_file}"] if acl_file else []),
+        ]
+        password_file = acl_file = None  # written per listener above
+    else:
+        kept += [
+            "per_listener_settings false",
+            f"listener {port} 127.0.0.1",
+            f"allow_anonymous {'false' if password_file else 'true'}",
+        ]
     kept += [
-        f"listener {port} 127.0.0.1",
-        f"persistence_location {data_dir}/",
-        f"allow_anonymous {'false' if password_file else 'true'}",
         "log_dest stderr",
         "log_type error",
         "log_type warning",
@@ -93,6 +120,12 @@ def render_mosquitto_conf(
     if extra:
         kept.append(extra)
     return "\n".join(kept) + "\n"
+
+
+def node_listener_auth(password_file: Path, acl_file: Path | None) -> list[str]:
+    """The auth lines of a node listener (per_listener_settings true), e.g. for TLS."""
+    lines = ["allow_anonymous false", f"password_file {password_file}"]
+    return lines + ([f"acl_file {acl_file}"] if acl_file else [])
 
 
 def wait_for_port(host: str, port: int, timeout: float = 15.0) -> None:
@@ -115,6 +148,7 @@ class BrokerProcess:
     process: subprocess.Popen[bytes]
     data_dir: Path
     conf_file: Path | None = None
+    gateway_port: int | None = None  # the gateways' listener, when separate
 
     @property
     def protocol(self) -> str:
@@ -157,24 +191,38 @@ def start_broker(
     password_file: Path | None = None,
     acl_file: Path | None = None,
     extra_conf: str = "",
+    gateway_password_file: Path | None = None,
 ) -> BrokerProcess:
-    """Start Mosquitto (or amqtt when Mosquitto is missing) on a free loopback port."""
+    """Start Mosquitto (or amqtt when Mosquitto is missing) on a free loopback port.
+
+    With ``gateway_password_file`` (and ``password_file``) the gateways get their own
+    listener on another free port (``BrokerProcess.gateway_port``).
+    """
     data_dir = data_dir or Path(tempfile.mkdtemp(prefix="sumpwatch-broker-"))
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     kind = "mosquitto" if prefer == "mosquitto" and mosquitto_binary() else "amqtt"
     conf_file: Path | None = None
+    gateway_port = free_port() if gateway_password_file is not None else None
     if kind == "mosquitto":
         conf_file = data_dir / "mosquitto.conf"
         conf_file.write_text(
             render_mosquitto_conf(
-                port, data_dir, password_file=password_file, acl_file=acl_file, extra=extra_conf
+                port,
+                data_dir,
+                password_file=password_file,
+                acl_file=acl_file,
+                extra=extra_conf,
+                gateway_port=gateway_port,
+                gateway_password_file=gateway_password_file,
             )
         )
     process = _spawn(kind, port, conf_file)
-    broker = BrokerProcess(kind, "127.0.0.1", port, process, data_dir, conf_file)
+    broker = BrokerProcess(kind, "127.0.0.1", port, process, data_dir, conf_file, gateway_port)
     try:
         wait_for_port(broker.host, port)
+        if gateway_port is not None:
+            wait_for_port(broker.host, gateway_port)
     except BrokerError:
         broker.stop()
         raise

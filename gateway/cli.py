@@ -20,7 +20,7 @@ from firmware_sim.cli import simulate
 from gateway.accounts.cli import user_app
 from gateway.cases.cli import case_app
 from gateway.examples import EXAMPLE_SITES, EXAMPLE_USERS
-from gateway.provision import provision
+from gateway.provision import provision, provision_gateway
 from gateway.reports.cli import report_app
 from gateway.rules import cli as rules_cli
 from gateway.settings import REPO_DIR, Settings, load_settings
@@ -124,9 +124,21 @@ def demo(
     from gateway.accounts.secret import ensure_key_file
     from gateway.accounts.seed import describe_seed, load_seed
     from gateway.broker import free_port, start_broker
+    from gateway.demo_lifecycle import (
+        exit_on_signals,
+        forget_children,
+        record_children,
+        signals_ignored,
+        stop_stale_children,
+    )
 
     _logging(verbose)
     os.umask(0o077)  # the demo's data dir, broker files and database: this user's only
+    exit_on_signals()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    stale = stop_stale_children(data_dir)
+    if stale:
+        console.print(f"stopped {len(stale)} process(es) a killed demo left running: {stale}")
     broker = start_broker(data_dir / "broker", prefer="amqtt" if embedded_broker else "mosquitto")
     console.print(f"[bold]broker[/]: {broker.kind} on {broker.host}:{broker.port}")
     sim = subprocess.Popen(
@@ -146,6 +158,7 @@ def demo(
         ],
         stdin=subprocess.DEVNULL,
     )
+    record_children(data_dir, {"broker": broker.process.pid, "simulator": sim.pid})
     api_port = port if _port_free(port) else free_port()
     settings = Settings(
         data_dir=data_dir,
@@ -154,7 +167,8 @@ def demo(
         mqtt_port=broker.port,
         mqtt_protocol="5" if broker.protocol == "5" else "3.1.1",
         api_port=api_port,
-        mqtt_client_id=f"sumpwatch-demo-{broker.port}",
+        # mqtt_client_id unset: generated once and kept in the data dir, so a rerun
+        # resumes the session the broker kept (and queued for) while it was down.
         auth_enabled=True,
         users_file=users,
         # Kept in the data dir (mode 600): sessions and `sumpwatch user token` tokens
@@ -173,16 +187,18 @@ def demo(
         console.print(f"  {line}")
     try:
         serve(settings, log_level="warning")
-    except KeyboardInterrupt:
-        pass  # uvicorn re-raises the SIGINT it handled; the stop below is the clean exit
+    except (KeyboardInterrupt, SystemExit):
+        pass  # uvicorn re-raises the signal it handled; the stop below is the clean exit
     finally:
-        sim.terminate()
-        try:
-            sim.wait(10)
-        except subprocess.TimeoutExpired:
-            sim.kill()
-        broker.stop()
-        console.print("demo stopped")
+        with signals_ignored():
+            sim.terminate()
+            try:
+                sim.wait(10)
+            except subprocess.TimeoutExpired:
+                sim.kill()
+            broker.stop()
+            forget_children(data_dir)
+            console.print("demo stopped")
 
 
 @app.command()
@@ -209,6 +225,7 @@ app.add_typer(user_app, name="user")
 app.add_typer(case_app, name="case")
 app.command("provision")(provision)
 app.add_typer(db_app, name="db")
+app.command("provision-gateway")(provision_gateway)
 
 
 def main() -> None:

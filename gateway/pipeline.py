@@ -64,6 +64,8 @@ class Pipeline:
         self.draining = False
         self.last_message_at: datetime | None = None
         self._events: asyncio.Queue[list[FindingEvent]] = asyncio.Queue()
+        #: Each node's last availability and when it was heard: (online, received_at).
+        self._availability: dict[tuple[str, str], tuple[bool, datetime]] = {}
 
     def handle(self, raw: RawMessage, token: AckToken | None = None) -> None:
         """Validate, queue for storage and evaluate one message."""
@@ -81,9 +83,12 @@ class Pipeline:
             if isinstance(item, Reading):
                 for observe in self.observers:
                     observe(item)
-                events = detectors.on_reading(item) if detectors else []
+                events = self._reporting(item)
+                if detectors:
+                    events += detectors.on_reading(item)
             elif isinstance(item, StatusChange):
                 m.status_messages += 1
+                self._availability[item.site_id, item.node_id] = (item.online, item.received_at)
                 events = detectors.on_status(item) if detectors else []
             else:
                 m.rejected[item.reason] += 1
@@ -96,6 +101,23 @@ class Pipeline:
             return
         if events:
             self._events.put_nowait(events)
+
+    def _reporting(self, reading: Reading) -> list[FindingEvent]:
+        """Fresh telemetry wins over an older ``offline``: a node whose reading was
+        taken after its last status was heard is online (a stale retained
+        ``offline``, delivered when we subscribe, would otherwise stick). Backlog
+        readings older than a real last will change nothing. O(1) per reading."""
+        key = (reading.site_id, reading.node_id)
+        known = self._availability.get(key)
+        # Nothing heard since start: the broker sends each node's retained status
+        # when we subscribe, so an old "offline" comes to us and lands below.
+        if known is None or known[0] or reading.ts <= known[1]:
+            return []
+        change = StatusChange(reading.site_id, reading.node_id, True, reading.received_at)
+        self._availability[key] = (True, reading.received_at)
+        self.writer.add(change)
+        detectors = self.detectors
+        return detectors.on_status(change) if detectors else []
 
     async def run_sinks(self) -> None:
         """Deliver finding events to the sinks (findings store, alerts), in order."""

@@ -239,3 +239,37 @@ def provision(
     typer.echo("# Keep this output secret; reload Mosquitto (kill -HUP) to apply.\n")
     for cred in creds:
         typer.echo(cred.to_toml())
+
+
+#: The gateways' login name in the shipped ACL (deploy/mosquitto/acl). Not a secret:
+#: gateways log in on their own listener, with a password only they know.
+GATEWAY_USERNAME = "sumpwatch-gateway"
+
+
+def provision_gateway(
+    passwd_file: Annotated[
+        Path,
+        typer.Option(
+            "--passwd-file", help="The gateways' Mosquitto password file (passwd.gateway)"
+        ),
+    ] = Path("deploy/mosquitto/passwd.gateway"),
+    username: Annotated[
+        str, typer.Option(help="Gateway login (the ACL grants sumpwatch-gateway)")
+    ] = GATEWAY_USERNAME,
+    rotate: Annotated[bool, typer.Option(help="Replace an existing password")] = False,
+) -> None:
+    """Create the gateways' login in their own password file; print it for .env.
+
+    Gateways log in on the broker's gateway listener (1884), which reads only this
+    file, so no node password opens a gateway session (docs/security.md). Prints
+    ``SUMPWATCH_MQTT_USERNAME=...`` and ``SUMPWATCH_MQTT_PASSWORD=...`` lines for
+    ``.env``; the password is shown only this once.
+    """
+    password = secrets.token_urlsafe(24)
+    try:
+        set_password(passwd_file, username, password, replace=rotate)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    typer.echo(f"# gateway login written to {passwd_file}; add to .env, keep secret:")
+    typer.echo(f"SUMPWATCH_MQTT_USERNAME={username}")
+    typer.echo(f"SUMPWATCH_MQTT_PASSWORD={password}")

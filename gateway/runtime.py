@@ -22,7 +22,7 @@ from gateway.domain import Finding, FindingEvent
 from gateway.errors import ConfigError, StoreError
 from gateway.homeassistant import HomeAssistantBridge
 from gateway.ingest import MqttSource
-from gateway.ingest.mqtt import SitePartition, tls_context
+from gateway.ingest.mqtt import SitePartition, gateway_client_id, tls_context
 from gateway.metrics import Metrics
 from gateway.pipeline import FindingSink, Pipeline
 from gateway.registry import SiteRegistry, load_registry
@@ -46,6 +46,7 @@ from gateway.store.factory import make_store
 from gateway.store.rollups import refresh_forever
 from gateway.store.writer import BatchWriter
 from gateway.validate import Validator
+from gateway.validate.admission import Admission
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ def _home_assistant(
         registry,
         host=settings.mqtt_host,
         port=settings.mqtt_port,
-        client_id=f"{settings.mqtt_client_id}-ha",
+        client_id=f"{gateway_client_id(settings)}-ha",
         dashboard_url=settings.public_url or f"http://{settings.api_host}:{settings.api_port}",
         prefix=settings.ha_discovery_prefix,
         username=settings.mqtt_username,
@@ -188,7 +189,7 @@ async def _alert_publisher(
         MqttPublisher(
             settings.mqtt_host,
             settings.mqtt_port,
-            client_id=f"{settings.mqtt_client_id}-alerts",
+            client_id=f"{gateway_client_id(settings)}-alerts",
             username=settings.mqtt_username,
             password=settings.mqtt_password.get_secret_value() if settings.mqtt_password else None,
             tls_context=tls_context(settings),
@@ -279,7 +280,14 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         await state.open()
         metrics = Metrics()
         validator = Validator(
-            max_future_skew_s=settings.max_future_skew_s, max_age_s=settings.max_age_s
+            max_future_skew_s=settings.max_future_skew_s,
+            max_age_s=settings.max_age_s,
+            admission=Admission(
+                registry,
+                open_enrolment=settings.open_enrolment,
+                rate_factor=settings.rate_limit_factor,
+                burst=settings.rate_limit_burst,
+            ),
         )
         writer = BatchWriter(
             store,

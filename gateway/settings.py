@@ -39,7 +39,11 @@ class Settings(BaseSettings):
     )
     mqtt_tls: bool = False
     mqtt_ca_file: Path | None = None
-    mqtt_client_id: str = Field("sumpwatch-gateway", description="Fixed: the session is persistent")
+    mqtt_client_id: str | None = Field(
+        None,
+        description="Fixed: the session is persistent (default: generated once, kept in "
+        "<data_dir>/mqtt-client-id)",
+    )
     mqtt_session_expiry_s: int = Field(7 * 86400, description="Broker keeps our queue this long")
     mqtt_receive_maximum: int = Field(
         20000, description="Unacknowledged QoS 1 messages the broker may send us at once"
@@ -81,6 +85,20 @@ class Settings(BaseSettings):
     # Validation
     max_future_skew_s: float = Field(300, description="Device clock may run this far ahead")
     max_age_s: float = Field(90 * 86400, description="Older device timestamps are refused")
+    open_enrolment: bool = Field(
+        False,
+        description="Accept telemetry of sites/nodes missing from the registry "
+        "(default: dead-letter them as unknown_site / unknown_node)",
+    )
+    rate_limit_factor: float = Field(
+        10.0,
+        ge=0,
+        description="A node may send this many times its registered rate, by its own "
+        "clock; faster is dead-lettered as rate_limited (0: no limit)",
+    )
+    rate_limit_burst: float = Field(
+        600.0, ge=1, description="Messages a node may send above its rate at once"
+    )
 
     # API
     api_host: str = "127.0.0.1"

@@ -24,8 +24,15 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 from typer.testing import CliRunner
 
-from gateway.broker import BrokerProcess, free_port, start_broker, wait_for_port
+from gateway.broker import (
+    BrokerProcess,
+    free_port,
+    node_listener_auth,
+    start_broker,
+    wait_for_port,
+)
 from gateway.contract import status_topic, telemetry_topic
+from gateway.ingest.mqtt import gateway_client_id
 from gateway.provision import (
     check_password,
     node_username,
@@ -59,7 +66,14 @@ class SecureBroker:
 
     @property
     def port(self) -> int:
+        """The nodes' listener."""
         return self.broker.port
+
+    @property
+    def gateway_port(self) -> int:
+        """The gateways' listener."""
+        assert self.broker.gateway_port is not None
+        return self.broker.gateway_port
 
 
 @pytest.fixture(scope="module")
@@ -72,19 +86,28 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
     for site in ("elm-12", "elm-14"):
         for cred in provision_nodes(passwd, site, ["pit", "outlet"]):
             logins[cred.username] = cred.password
-    set_password(passwd, GATEWAY_USER, GATEWAY_PASSWORD)
+    gateways = root / "passwd.gateway"
+    set_password(gateways, GATEWAY_USER, GATEWAY_PASSWORD)
     logins[GATEWAY_USER] = GATEWAY_PASSWORD
     tls_port = free_port()
     tls = "\n".join(
         [
             f"listener {tls_port} 127.0.0.1",
+            "use_username_as_clientid true",
+            *node_listener_auth(passwd, ACL),
             f"cafile {certs / 'ca.crt'}",
             f"certfile {certs / 'server.crt'}",
             f"keyfile {certs / 'server.key'}",
             "tls_version tlsv1.2",
         ]
     )
-    broker = start_broker(root / "mosquitto", password_file=passwd, acl_file=ACL, extra_conf=tls)
+    broker = start_broker(
+        root / "mosquitto",
+        password_file=passwd,
+        acl_file=ACL,
+        extra_conf=tls,
+        gateway_password_file=gateways,
+    )
     wait_for_port(broker.host, tls_port)
     yield SecureBroker(broker, tls_port, certs / "ca.crt", logins)
     broker.stop()
@@ -196,9 +219,17 @@ def node(secure: SecureBroker, clients: list[Client], site: str, node_id: str) -
     return c
 
 
+def subscribe_all(spy: Client, *topics: str) -> None:
+    """Subscribe to each topic. Mosquitto 2.0.11 grants the SUBACK and checks "read"
+    on each message at delivery (later versions refuse in the SUBACK); either way
+    nothing the ACL withholds reaches the spy."""
+    for topic in topics:
+        assert spy.subscribe(topic) in (1, NOT_AUTHORIZED), topic
+
+
 def gateway_reader(secure: SecureBroker, clients: list[Client], topic: str) -> Client:
-    """A client logged in as the gateway, subscribed to ``topic``."""
-    c = Client(secure.port, GATEWAY_USER, GATEWAY_PASSWORD)
+    """A client logged in as the gateway on its listener, subscribed to ``topic``."""
+    c = Client(secure.gateway_port, GATEWAY_USER, GATEWAY_PASSWORD)
     clients.append(c)
     assert c.connect()
     assert c.subscribe(topic) < 0x80
@@ -259,16 +290,13 @@ def test_a_node_cannot_subscribe_to_others_data(
     secure: SecureBroker, clients: list[Client]
 ) -> None:
     spy = node(secure, clients, "elm-12", "pit")
-    # Mosquitto 2.0.11 grants the SUBACK and checks "read" on each message at
-    # delivery (later versions refuse in the SUBACK); either way nothing of another
-    # node reaches the spy.
-    for topic in (
+    subscribe_all(
+        spy,
         "sumpwatch/v1/elm-14/pit/telemetry",
         "sumpwatch/v1/+/+/telemetry",
         "sumpwatch/v1/elm-12/#",
         "#",
-    ):
-        assert spy.subscribe(topic) in (1, NOT_AUTHORIZED), topic
+    )
     victim = node(secure, clients, "elm-14", "pit")
     neighbour = node(secure, clients, "elm-12", "outlet")
     assert victim.publish(telemetry_topic("elm-14", "pit"), b"private") < 0x80
@@ -313,9 +341,7 @@ async def test_the_gateway_ingests_through_the_authenticated_broker(
         data_dir=tmp_path / "data",
         sites_file=DEMO_SITES,
         mqtt_host="127.0.0.1",
-        mqtt_port=secure.tls_port,
-        mqtt_tls=True,
-        mqtt_ca_file=secure.ca_file,
+        mqtt_port=secure.gateway_port,
         mqtt_username=GATEWAY_USER,
         mqtt_password=GATEWAY_PASSWORD,
         mqtt_client_id=f"gw-{uuid.uuid4().hex[:6]}",
@@ -341,20 +367,6 @@ async def test_the_gateway_ingests_through_the_authenticated_broker(
         await asyncio.sleep(0.2)
         assert await runtime.store.count("elm-12") == 20
         assert await runtime.store.count() == 20
-
-
-def test_the_example_password_file_is_accepted_by_mosquitto(tmp_path: Path) -> None:
-    example = REPO_DIR / "deploy" / "mosquitto" / "passwd.example"
-    broker = start_broker(tmp_path / "b", password_file=example, acl_file=ACL)
-    try:
-        c = Client(broker.port, "elm-12/pit", "example-node-password", client_id="elm-12/pit")
-        try:
-            assert c.connect()
-            assert c.publish(telemetry_topic("elm-12", "pit"), b"{}") < 0x80
-        finally:
-            c.close()
-    finally:
-        broker.stop()
 
 
 def test_provision_writes_entries_mosquitto_accepts_and_prints_node_settings(
@@ -406,3 +418,142 @@ def test_provision_writes_entries_mosquitto_accepts_and_prints_node_settings(
             c.close()
     finally:
         broker.stop()
+
+
+# -- issue 12: client ids are bound to logins; $share groups cannot be joined by nodes ---
+
+
+def _gateway_settings(secure: SecureBroker, data_dir: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "sites_file": DEMO_SITES,
+        "mqtt_host": "127.0.0.1",
+        "mqtt_port": secure.gateway_port,
+        "mqtt_username": GATEWAY_USER,
+        "mqtt_password": GATEWAY_PASSWORD,
+        "batch_interval_s": 0.02,
+        "report_schedule": False,
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)
+
+
+def test_the_gateways_client_id_is_generated_per_data_dir_and_kept(tmp_path: Path) -> None:
+    first = gateway_client_id(Settings(_env_file=None, data_dir=tmp_path / "a"))
+    again = gateway_client_id(Settings(_env_file=None, data_dir=tmp_path / "a"))
+    other = gateway_client_id(Settings(_env_file=None, data_dir=tmp_path / "b"))
+    assert first == again != other
+    assert first != "sumpwatch-gateway" and len(first) >= 24
+
+
+def test_node_logins_cannot_log_in_on_the_gateways_listener(secure: SecureBroker) -> None:
+    user = node_username("elm-12", "pit")
+    c = Client(secure.gateway_port, user, secure.passwords[user], client_id="sumpwatch-gateway")
+    try:
+        assert not c.connect()
+    finally:
+        c.close()
+
+
+class _Hijacker(threading.Thread):
+    """A node login that keeps reconnecting with the gateway's client id, clean_start
+    false, subscribed to everything, until stopped."""
+
+    def __init__(self, secure: SecureBroker, client_id: str) -> None:
+        super().__init__(daemon=True)
+        self.user = node_username("elm-12", "outlet")
+        self.secure = secure
+        self.client_id = client_id
+        self.stop = threading.Event()
+        self.received: list[str] = []
+        self.attempts = 0
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            c = mqtt.Client(
+                CallbackAPIVersion.VERSION2, client_id=self.client_id, protocol=mqtt.MQTTv5
+            )
+            c.username_pw_set(self.user, self.secure.passwords[self.user])
+            c.on_message = lambda _c, _u, msg: self.received.append(msg.topic)
+            props = mqtt.Properties(mqtt.PacketTypes.CONNECT)
+            props.SessionExpiryInterval = 3600
+            try:
+                c.connect("127.0.0.1", self.secure.port, clean_start=False, properties=props)
+            except OSError:
+                continue
+            c.loop_start()
+            c.subscribe("#", qos=1)
+            self.attempts += 1
+            self.stop.wait(0.2)
+            c.disconnect()
+            c.loop_stop()
+
+
+async def test_a_node_login_using_the_gateways_client_id_gets_nothing_and_takes_nothing(
+    secure: SecureBroker, tmp_path: Path
+) -> None:
+    settings = _gateway_settings(secure, tmp_path / "gw")
+    hijacker = _Hijacker(secure, gateway_client_id(settings))
+    user = node_username("elm-12", "pit")
+    async with run_gateway(settings) as runtime:
+        await wait_connected(runtime)
+        hijacker.start()
+        pit = Client(secure.port, user, secure.passwords[user], client_id=user)
+        assert pit.connect()
+        try:
+            # N QoS 1 messages, each acknowledged by the broker, while the login tries.
+            for topic, payload in pit_messages(200, "elm-12", "pit", boot="h1jack"):
+                assert pit.publish(topic, payload) < 0x80
+                await asyncio.sleep(0.005)
+        finally:
+            pit.close()
+
+        async def stored() -> bool:
+            return await runtime.store.count() >= 200
+
+        try:
+            await wait_until(stored, 20)
+        finally:
+            hijacker.stop.set()
+            hijacker.join(5)
+        assert await runtime.store.count() == 200
+    assert hijacker.attempts >= 5
+    assert hijacker.received == []
+
+
+async def test_in_scale_out_a_node_cannot_join_the_gateways_shared_subscription(
+    secure: SecureBroker, clients: list[Client], tmp_path: Path
+) -> None:
+    spy = node(secure, clients, "elm-12", "outlet")
+    # The group name is in the operator's settings and our docs; the spy tries it all.
+    subscribe_all(
+        spy,
+        "$share/gateways/sumpwatch/v1/+/+/telemetry",
+        "$share/gateways/sumpwatch/v1/#",
+        "$share/gateways/#",
+        "sumpwatch/v1/+/+/telemetry",
+    )
+    user = node_username("elm-12", "pit")
+    async with (
+        run_gateway(_gateway_settings(secure, tmp_path / "a", mqtt_shared_group="gateways")) as a,
+        run_gateway(_gateway_settings(secure, tmp_path / "b", mqtt_shared_group="gateways")) as b,
+    ):
+        await wait_connected(a)
+        await wait_connected(b)
+        pit = Client(secure.port, user, secure.passwords[user], client_id=user)
+        assert pit.connect()
+        try:
+            for topic, payload in pit_messages(100, "elm-12", "pit", boot="sh4re"):
+                assert pit.publish(topic, payload) < 0x80
+        finally:
+            pit.close()
+
+        async def all_stored() -> bool:
+            return await a.store.count() + await b.store.count() >= 100
+
+        await wait_until(all_stored, 15)
+        await asyncio.sleep(0.3)
+        counts = (await a.store.count(), await b.store.count())
+    assert sum(counts) == 100
+    assert min(counts) > 0  # the two gateways did share the work
+    assert spy.received(1, timeout=0.5) == []

@@ -12,10 +12,13 @@ from urllib.parse import urlsplit
 
 import paho.mqtt.client as mqtt
 import pytest
+import typer
 import yaml
 from compose_spec import PyCompose
+from typer.testing import CliRunner
 
 from gateway.broker import BrokerProcess, mosquitto_binary, start_broker
+from gateway.provision import NodeCredentials, provision_gateway, provision_nodes
 from gateway.settings import REPO_DIR, Settings
 
 COMPOSE_FILE = REPO_DIR / "docker-compose.yml"
@@ -50,9 +53,24 @@ def interpolate(text: str, env: dict[str, str]) -> str:
     return _VAR.sub(sub, text).replace("$$", "$")
 
 
+#: What an operator adds to .env.example: the logins made with `sumpwatch provision`
+#: and `sumpwatch provision-gateway` (compose refuses to start without them).
+OPERATOR = {
+    "MOSQUITTO_PASSWD_FILE": "./deploy/mosquitto/passwd",
+    "MOSQUITTO_GATEWAY_PASSWD_FILE": "./deploy/mosquitto/passwd.gateway",
+    "SUMPWATCH_MQTT_PASSWORD": "printed-by-provision-gateway",
+}
+#: Files the operator makes; never in the repository (.gitignore).
+OPERATOR_FILES = {
+    "./deploy/mosquitto/passwd",
+    "./deploy/mosquitto/passwd.gateway",
+    "./deploy/mosquitto/sim-credentials.toml",
+}
+
+
 def load(env: dict[str, str] | None = None) -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load(
-        interpolate(COMPOSE_FILE.read_text(), env or env_example())
+        interpolate(COMPOSE_FILE.read_text(), env or {**env_example(), **OPERATOR})
     )
     return data
 
@@ -82,7 +100,9 @@ def environment(service: dict[str, Any]) -> dict[str, str]:
 
 
 def test_the_file_is_a_valid_compose_specification() -> None:
-    parsed = PyCompose.from_yaml(interpolate(COMPOSE_FILE.read_text(), env_example()))
+    parsed = PyCompose.from_yaml(
+        interpolate(COMPOSE_FILE.read_text(), {**env_example(), **OPERATOR})
+    )
     assert set(parsed.service_names()) == {
         "mosquitto",
         "influxdb",
@@ -120,6 +140,9 @@ def test_every_bind_mounted_file_exists_in_the_repo(compose: dict[str, Any]) -> 
     for name, service in compose["services"].items():
         for source, _target in bind_mounts(service):
             assert source.startswith("./"), f"{name}: absolute host path {source}"
+            if source in OPERATOR_FILES:
+                assert source.removeprefix(".") in (REPO_DIR / ".gitignore").read_text()
+                continue
             assert (REPO_DIR / source).exists(), f"{name}: {source} is not in the repo"
 
 
@@ -146,17 +169,65 @@ def test_env_example_names_every_variable_the_file_uses() -> None:
     used = set(_VAR.findall(COMPOSE_FILE.read_text()))
     documented = env_example()
     for name, op, _arg in used:
-        if op == "?":
-            assert documented.get(name), f"{name} is required but not in .env.example"
-        else:
-            assert name in documented, f"{name} is not in .env.example"
+        assert name in documented, f"{name} is not in .env.example"
+        if op == "?" and name not in OPERATOR:
+            assert documented[name], f"{name} is required but empty in .env.example"
 
 
 def test_a_required_secret_missing_from_env_stops_the_file_loading() -> None:
-    env = env_example()
-    del env["SUMPWATCH_MQTT_PASSWORD"]
-    with pytest.raises(KeyError, match="SUMPWATCH_MQTT_PASSWORD"):
+    env = {**env_example(), **OPERATOR}
+    del env["INFLUXDB_ADMIN_PASSWORD"]
+    with pytest.raises(KeyError, match="INFLUXDB_ADMIN_PASSWORD"):
         load(env)
+
+
+@pytest.mark.parametrize("name", sorted(OPERATOR))
+def test_compose_refuses_to_start_without_each_mqtt_credential(name: str) -> None:
+    env = {**env_example(), **OPERATOR}
+    del env[name]
+    with pytest.raises(KeyError, match=name):
+        load(env)
+
+
+def test_compose_refuses_to_start_on_the_example_env_alone() -> None:
+    # cp .env.example .env && docker compose up: stops, naming the password files.
+    with pytest.raises(KeyError, match=r"MOSQUITTO_(GATEWAY_)?PASSWD_FILE"):
+        load(env_example())
+
+
+def test_broker_password_files_have_no_default(compose: dict[str, Any]) -> None:
+    raw = yaml.safe_load(COMPOSE_FILE.read_text())
+    mounts = [v for v in raw["services"]["mosquitto"]["volumes"] if "/mosquitto/config/passwd" in v]
+    assert len(mounts) == 2
+    for volume in mounts:
+        assert re.match(r"\$\{[A-Z_]+:\?", volume), volume  # required, never a fallback file
+
+
+def test_the_repo_ships_no_broker_logins() -> None:
+    shipped = [p.name for p in (REPO_DIR / "deploy" / "mosquitto").iterdir()]
+    assert not [n for n in shipped if n.startswith("passwd") or "credentials" in n], shipped
+    assert "published" not in env_example().get("SUMPWATCH_MQTT_PASSWORD", "")
+    assert not env_example()["SUMPWATCH_MQTT_PASSWORD"]
+
+
+def test_the_acl_lets_no_login_write_node_topics_but_the_nodes_own() -> None:
+    user = None
+    for line in (REPO_DIR / "deploy" / "mosquitto" / "acl").read_text().splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if words[0] == "user":
+            user = words[1]
+        elif words[0] == "pattern":
+            assert words[1] == "write" and "%u" in words[2], line
+        elif words[0] == "topic" and words[1] in ("write", "readwrite"):
+            # Logins other than nodes write only what the gateway publishes: alert
+            # state, Home Assistant discovery and state; never a node's topics.
+            topic = words[2]
+            gateway_output = topic.endswith("/alerts") or topic.startswith(
+                ("homeassistant/", "sumpwatch/ha/")
+            )
+            assert gateway_output and not topic.endswith(("/telemetry", "/status")), (user, line)
 
 
 # -- the gateway's settings --------------------------------------------------------------
@@ -176,8 +247,13 @@ def test_gateway_reaches_the_broker_and_influxdb_by_service_name(compose: dict[s
     services = compose["services"]
     env = environment(services["gateway"])
     assert env["SUMPWATCH_MQTT_HOST"] == "mosquitto"
-    assert f"listener {env['SUMPWATCH_MQTT_PORT']}" in MOSQUITTO_CONF.read_text()
-    assert any(p.endswith(f":{env['SUMPWATCH_MQTT_PORT']}") for p in services["mosquitto"]["ports"])
+    conf = MOSQUITTO_CONF.read_text()
+    # The gateways' own listener: it reads passwd.gateway and is never published.
+    listener = conf.split(f"listener {env['SUMPWATCH_MQTT_PORT']}\n", 1)[1].split("listener")[0]
+    assert "password_file /mosquitto/config/passwd.gateway" in listener
+    assert "use_username_as_clientid" not in listener
+    ports = services["mosquitto"]["ports"]
+    assert not any(p.endswith(f":{env['SUMPWATCH_MQTT_PORT']}") for p in ports)
     url = urlsplit(env["SUMPWATCH_INFLUX_URL"])
     assert (url.hostname, url.port) == ("influxdb", 8086)
     influx = environment(services["influxdb"])
@@ -215,10 +291,10 @@ def test_mosquitto_mounts_every_file_its_config_names(compose: dict[str, Any]) -
     targets = {target for _s, target in bind_mounts(compose["services"]["mosquitto"])}
     conf = MOSQUITTO_CONF.read_text()
     for key in ("password_file", "acl_file", "certfile", "keyfile", "cafile"):
-        match = re.search(rf"^{key}\s+(\S+)", conf, re.M)
-        assert match, key
-        path = match.group(1)
-        assert any(path == t or path.startswith(t.rstrip("/") + "/") for t in targets), path
+        paths = re.findall(rf"^{key}\s+(\S+)", conf, re.M)
+        assert paths, key
+        for path in paths:
+            assert any(path == t or path.startswith(t.rstrip("/") + "/") for t in targets), path
     assert "/mosquitto/config/mosquitto.conf" in targets
 
 
@@ -241,49 +317,58 @@ def test_grafana_gets_every_variable_its_provisioning_uses(compose: dict[str, An
 
 
 @pytest.fixture
-def secured_broker(tmp_path: Path) -> Any:
+def provisioned_broker(tmp_path: Path) -> Any:
+    """The shipped config and ACL with the logins the docs tell an operator to make."""
     if mosquitto_binary() is None:
         pytest.fail("mosquitto is not installed")
+    app = typer.Typer()
+    app.command()(provision_gateway)
+    gateways = tmp_path / "passwd.gateway"
+    made = CliRunner().invoke(app, ["--passwd-file", str(gateways)])
+    assert made.exit_code == 0, made.output
+    env = dict(line.split("=", 1) for line in made.stdout.splitlines() if "=" in line)
+    nodes = tmp_path / "passwd"
+    node = provision_nodes(nodes, "elm-12", ["pit"])[0]
     broker = start_broker(
         tmp_path / "mosquitto",
-        password_file=REPO_DIR / "deploy" / "mosquitto" / "passwd.example",
+        password_file=nodes,
         acl_file=REPO_DIR / "deploy" / "mosquitto" / "acl",
+        gateway_password_file=gateways,
     )
-    yield broker
+    yield broker, env, node
     broker.stop()
 
 
-def _client(broker: BrokerProcess, user: str, password: str, client_id: str) -> mqtt.Client:
+def _client(port: int, user: str, password: str, client_id: str) -> mqtt.Client:
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id)
     client.username_pw_set(user, password)
-    client.connect(broker.host, broker.port)
+    client.connect("127.0.0.1", port)
     return client
 
 
 @pytest.mark.integration
-def test_the_example_logins_let_the_simulator_publish_and_the_gateway_read(
-    secured_broker: BrokerProcess,
+def test_the_provisioned_logins_let_a_node_publish_and_the_gateway_read(
+    provisioned_broker: tuple[BrokerProcess, dict[str, str], NodeCredentials],
 ) -> None:
-    env = env_example()
+    broker, env, node = provisioned_broker
+    assert broker.gateway_port is not None
     received: list[str] = []
     gateway = _client(
-        secured_broker, env["SUMPWATCH_MQTT_USERNAME"], env["SUMPWATCH_MQTT_PASSWORD"], "gw"
+        broker.gateway_port, env["SUMPWATCH_MQTT_USERNAME"], env["SUMPWATCH_MQTT_PASSWORD"], "gw"
     )
     gateway.on_message = lambda _c, _u, msg: received.append(msg.topic)
     gateway.loop_start()
     try:
         gateway.subscribe("sumpwatch/v1/+/+/telemetry", qos=1)
-        simulator = _client(
-            secured_broker, env["SIM_MQTT_USERNAME"], env["SIM_MQTT_PASSWORD"], "sim"
-        )
-        simulator.loop_start()
+        pit = _client(broker.port, node.username, node.password, node.username)
+        pit.loop_start()
         time.sleep(0.3)
-        simulator.publish("sumpwatch/v1/elm-12/pit/telemetry", b"{}", qos=1).wait_for_publish(5)
+        pit.publish("sumpwatch/v1/elm-12/pit/telemetry", b"{}", qos=1).wait_for_publish(5)
         deadline = time.monotonic() + 5
         while not received and time.monotonic() < deadline:
             time.sleep(0.05)
-        simulator.disconnect()
-        simulator.loop_stop()
+        pit.disconnect()
+        pit.loop_stop()
     finally:
         gateway.disconnect()
         gateway.loop_stop()

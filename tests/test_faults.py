@@ -110,7 +110,8 @@ def _gateway_process(
 ) -> subprocess.Popen[bytes]:
     """The gateway as the operator runs it (``python -m gateway.cli gateway``), once
     its API says it is connected to the broker (and so subscribed)."""
-    env = {**os.environ, "SUMPWATCH_BATCH_INTERVAL_S": "0.02"}
+    # Rate limit off: the test floods one node with readings 1 ms apart (see conftest).
+    env = {**os.environ, "SUMPWATCH_BATCH_INTERVAL_S": "0.02", "SUMPWATCH_RATE_LIMIT_FACTOR": "0"}
     api_port = free_port()
     with log.open("ab") as out:
         proc = subprocess.Popen(

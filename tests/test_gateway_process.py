@@ -314,7 +314,7 @@ async def test_the_sqlite_file_and_its_folder_are_private_whatever_the_umask(
     try:
         db = SqliteDatabase(tmp_path / "new" / "store.db")
         await db.open()
-        await db.ensure_schema("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+        await db.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
         await db.write(lambda conn: conn.execute("INSERT INTO t VALUES (1)"))
         await db.read(lambda conn: conn.execute("SELECT x FROM t").fetchall())
         made = {p.name: _mode(p) for p in (tmp_path / "new").iterdir()}

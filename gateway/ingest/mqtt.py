@@ -22,8 +22,11 @@ hands each straight to the handler, and (3) writes a batch's PUBACKs in one send
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 import random
+import secrets
 import ssl
 import zlib
 from collections.abc import Callable, Sequence
@@ -51,6 +54,45 @@ def tls_context(settings: Settings) -> ssl.SSLContext | None:
         return None
     cafile = str(settings.mqtt_ca_file) if settings.mqtt_ca_file else None
     return ssl.create_default_context(cafile=cafile)
+
+
+CLIENT_ID_FILE = "mqtt-client-id"
+
+
+def gateway_client_id(settings: Settings) -> str:
+    """The gateway's MQTT client id: configured, or generated once per data dir.
+
+    The persistent session (and the queue the broker keeps while we are down) is
+    keyed on it, so it must be stable across restarts; it is random so nobody can
+    read it in our docs (the broker's listeners also keep nodes away from it:
+    docs/security.md).
+    """
+    if settings.mqtt_client_id:
+        return settings.mqtt_client_id
+    path = settings.data_dir / CLIENT_ID_FILE
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    client_id = f"sumpwatch-gw-{secrets.token_hex(8)}"
+    path.write_text(client_id + "\n")
+    return client_id
+
+
+def shared_group(settings: Settings) -> str | None:
+    """The ``$share`` group actually joined: the configured name keyed by our password.
+
+    Mosquitto 2.0's ACL file cannot refuse a SUBSCRIBE, so any login may join a
+    shared group it can name and take its share of the messages (which the ACL
+    then withholds from it: lost for everyone). Gateways of one group log in with
+    the same password, so they all derive the same name; a node cannot.
+    """
+    group = settings.mqtt_shared_group
+    if not group or settings.mqtt_password is None:
+        return group
+    key = settings.mqtt_password.get_secret_value().encode()
+    return f"{group}-{hmac.new(key, group.encode(), hashlib.sha256).hexdigest()[:24]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +193,7 @@ class MqttSource:
     def _make_client(self) -> aiomqtt.Client:
         s = self._settings
         common = {
-            "identifier": s.mqtt_client_id,
+            "identifier": gateway_client_id(s),
             "username": s.mqtt_username,
             "password": s.mqtt_password.get_secret_value() if s.mqtt_password else None,
             "tls_context": tls_context(s),
@@ -182,7 +224,7 @@ class MqttSource:
     def _topics(self) -> list[str]:
         if self.partition is not None:
             return self.partition.topics()
-        group = self._settings.mqtt_shared_group
+        group = shared_group(self._settings)
         return [f"$share/{group}/{t}" if group else t for t in SUBSCRIPTIONS]
 
     async def run(self) -> None:

@@ -101,6 +101,11 @@ class TimeSeriesStore(Protocol):
         same reading twice keeps one copy.
         """
 
+    async def reused(self, readings: Sequence[Reading]) -> list[Reading]:
+        """Of readings a ``write`` did not add, those whose identity is stored with
+        other content (device time or values): a node reusing (boot, seq), not a
+        redelivery. Called only when a batch had duplicates."""
+
     async def readings(self, query: SeriesQuery) -> list[Reading]:
         """Readings in [start, end) in device-time order, at most ``limit``."""
 

@@ -315,6 +315,11 @@ class InfluxStore:
         await self._deliver(format_lines(readings), len(readings), rollup_math.dirty_keys(readings))
         return len(readings)
 
+    async def reused(self, readings: Sequence[Reading]) -> list[Reading]:
+        """Nothing: InfluxDB overwrites a point of the same identity and cannot tell
+        (``write`` reports every reading as new, so this is never asked)."""
+        return []
+
     async def write_events(
         self, statuses: Sequence[StatusChange] = (), findings: Sequence[FindingEvent] = ()
     ) -> None:

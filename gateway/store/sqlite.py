@@ -41,6 +41,11 @@ _INSERT = (
     f"VALUES ({', '.join('?' for _ in _COLUMNS)})"
 )
 
+_SELECT_IDENTITY = (
+    f"SELECT {', '.join(_COLUMNS)} FROM readings "
+    "WHERE site_id = ? AND node_id = ? AND boot = ? AND seq = ?"
+)
+
 
 def to_epoch(value: datetime) -> float:
     """Seconds since the epoch (the store's time unit)."""
@@ -130,6 +135,30 @@ class SqliteStore:
             return new
 
         return await self.db.write(run)
+
+    async def reused(self, readings: Sequence[Reading]) -> list[Reading]:
+        """Readings whose identity is stored with other device time or values.
+
+        Runs only when a batch had duplicates (redeliveries are rare), so the
+        insert path stays one ``executemany``. ``received_at`` is not compared: a
+        redelivery arrives later with the same content.
+        """
+        content = slice(4, None)
+        skip = _COLUMNS.index("received_at") - 4
+
+        def same(a: Sequence[Any], b: Sequence[Any]) -> bool:
+            return all(x == y for i, (x, y) in enumerate(zip(a, b, strict=True)) if i != skip)
+
+        def run(conn: sqlite3.Connection) -> list[Reading]:
+            out = []
+            for reading in readings:
+                row = _row(reading)
+                stored = conn.execute(_SELECT_IDENTITY, row[:4]).fetchone()
+                if stored is not None and not same(tuple(stored)[content], row[content]):
+                    out.append(reading)
+            return out
+
+        return await self.db.read(run)
 
     async def readings(self, query: SeriesQuery) -> list[Reading]:
         """Readings of a site in device-time order."""

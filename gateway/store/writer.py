@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 import time
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from gateway.contract import telemetry_topic
 from gateway.domain import DeadLetter, Reading, StatusChange
 from gateway.errors import StoreError
 from gateway.metrics import Metrics
@@ -120,6 +122,14 @@ class BatchWriter:
         statuses = [i for i in items if type(i) is StatusChange]
         started = time.perf_counter()
         new = await self._store.write(readings) if readings else 0
+        duplicates = len(readings) - new
+        if new < len(readings):
+            # Same identity, other content: a node reused (boot, seq) (e.g. a reflashed
+            # node restarting its sequence). Kept as dead letters, never dropped silently.
+            reused = await self._store.reused(readings)
+            letters += [_reuse_letter(r) for r in reused]
+            self._metrics.rejected["identity_reuse"] += len(reused)
+            duplicates -= len(reused)
         if letters or statuses:
             await self._state.save(letters, statuses)
         if statuses:
@@ -129,8 +139,32 @@ class BatchWriter:
         m.batch_seconds.observe(elapsed)
         m.batch_size.observe(len(items))
         m.stored += new
-        m.duplicates += len(readings) - new
+        m.duplicates += duplicates
         now = datetime.now(UTC)
         self.last_flush_at = now
         if readings:
             m.stored_lag.observe((now - readings[0].received_at).total_seconds())
+
+
+def _reuse_letter(reading: Reading) -> DeadLetter:
+    """A dead letter for a reading whose identity is already stored with other content.
+
+    The raw bytes are gone by now (validated upstream); the letter keeps the reading
+    as the gateway understood it, which is what an operator needs to compare.
+    """
+    payload = {
+        "site_id": reading.site_id,
+        "node_id": reading.node_id,
+        "boot": reading.boot,
+        "seq": reading.seq,
+        "ts": reading.ts.isoformat(),
+        "kind": reading.kind.value,
+        "readings": dict(reading.values),
+    }
+    return DeadLetter(
+        telemetry_topic(reading.site_id, reading.node_id),
+        json.dumps(payload).encode(),
+        "identity_reuse",
+        f"(boot {reading.boot!r}, seq {reading.seq}) is already stored with other content",
+        reading.received_at,
+    )

@@ -14,9 +14,11 @@ from gateway.contract import (
     STATUS_OFFLINE,
     STATUS_ONLINE,
     TELEMETRY_ADAPTER,
+    TopicParts,
     parse_topic,
 )
 from gateway.domain import DeadLetter, RawMessage, Reading, StatusChange
+from gateway.validate.admission import Admission
 
 #: Stable reason codes of dead letters (documented in docs/telemetry.md).
 REASONS = (
@@ -33,6 +35,11 @@ REASONS = (
     "clock_ahead",
     "too_old",
     "bad_status",
+    "unknown_site",
+    "unknown_node",
+    "kind_mismatch",
+    "rate_limited",
+    "identity_reuse",
 )
 
 _ERROR_REASONS = {
@@ -68,6 +75,15 @@ def reason_of(exc: ValidationError) -> tuple[str, str]:
     return reason, detail
 
 
+#: Details of the admission reasons (gateway.validate.admission); fixed strings, so a
+#: flood of refusals costs no formatting.
+_DETAILS = {
+    "unknown_site": "site is not in the site registry (settings: open_enrolment)",
+    "unknown_node": "node is not registered at this site (settings: open_enrolment)",
+    "kind_mismatch": "payload kind differs from the node's registered kind",
+    "rate_limited": "node sends faster than its registered interval allows (rate_limit_factor)",
+}
+
 #: A fleet repeats the same few thousand topics: parse each once (bench/ingest.py:
 #: ~5% of the per-message cost). Bounded, so hostile random topics cannot grow it.
 _parse_topic = functools.lru_cache(maxsize=65536)(parse_topic)
@@ -82,10 +98,36 @@ class Validator:
         max_future_skew_s: float = 300.0,
         max_age_s: float = 90 * 86400.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        admission: Admission | None = None,
     ) -> None:
-        self._skew = timedelta(seconds=max_future_skew_s)
+        self._admission = admission
         self._max_age = timedelta(seconds=max_age_s)
+        self._skew_s = float(max_future_skew_s)
+        self._max_age_s = float(max_age_s)
         self._clock = clock
+
+    def _status(self, raw: RawMessage, parts: TopicParts) -> StatusChange | DeadLetter:
+        text = raw.payload.decode("utf-8", "replace").strip()
+        if text not in (STATUS_ONLINE, STATUS_OFFLINE):
+            return self._dead(raw, "bad_status", f"status must be online|offline, not {text!r}")
+        if self._admission is not None:
+            refused = self._admission.enrolled(parts.site_id, parts.node_id)
+            if refused is not None:
+                return self._dead(raw, refused, _DETAILS[refused])
+        return StatusChange(parts.site_id, parts.node_id, text == STATUS_ONLINE, raw.received_at)
+
+    def _clock_refusal(self, raw: RawMessage, when: datetime, ts: float) -> DeadLetter | None:
+        """A device time too far ahead of ours or too old, else None."""
+        now = self._clock()
+        now_s = now.timestamp()
+        if ts - now_s > self._skew_s:
+            ahead = f"ts {when.isoformat()} is ahead of {now:%Y-%m-%dT%H:%M:%SZ}"
+            return self._dead(raw, "clock_ahead", ahead)
+        if now_s - ts > self._max_age_s:
+            return self._dead(
+                raw, "too_old", f"ts {when.isoformat()} is older than {self._max_age}"
+            )
+        return None
 
     def validate(self, raw: RawMessage) -> Reading | StatusChange | DeadLetter:
         """Classify one message. Never raises for bad input."""
@@ -102,12 +144,7 @@ class Validator:
                 raw, "payload_too_large", f"{len(raw.payload)} bytes > {MAX_PAYLOAD_BYTES}"
             )
         if parts.channel == "status":
-            text = raw.payload.decode("utf-8", "replace").strip()
-            if text not in (STATUS_ONLINE, STATUS_OFFLINE):
-                return self._dead(raw, "bad_status", f"status must be online|offline, not {text!r}")
-            return StatusChange(
-                parts.site_id, parts.node_id, text == STATUS_ONLINE, raw.received_at
-            )
+            return self._status(raw, parts)
         try:
             msg = TELEMETRY_ADAPTER.validate_json(raw.payload)
         except ValidationError as exc:
@@ -122,15 +159,16 @@ class Validator:
                 f"payload says {msg.site_id}/{msg.node_id}, topic says "
                 f"{parts.site_id}/{parts.node_id}",
             )
-        now = self._clock()
-        if msg.ts - now > self._skew:
-            return self._dead(
-                raw, "clock_ahead", f"ts {msg.ts.isoformat()} is ahead of {now:%Y-%m-%dT%H:%M:%SZ}"
-            )
-        if now - msg.ts > self._max_age:
-            return self._dead(
-                raw, "too_old", f"ts {msg.ts.isoformat()} is older than {self._max_age}"
-            )
+        # Epoch seconds: float comparisons are cheaper than datetime arithmetic, and
+        # admission's token bucket wants the device time as a number anyway.
+        ts = msg.ts.timestamp()
+        late = self._clock_refusal(raw, msg.ts, ts)
+        if late is not None:
+            return late
+        if self._admission is not None:
+            refused = self._admission.admit(msg.site_id, msg.node_id, msg.kind, ts)
+            if refused is not None:
+                return self._dead(raw, refused, _DETAILS[refused])
         values = {k: v for k, v in msg.readings.__dict__.items() if v is not None}
         return Reading(
             site_id=msg.site_id,
