@@ -17,16 +17,16 @@ def _rules(events: list) -> list[str]:  # type: ignore[type-arg]
     return sorted({f.rule_id for f in opened(events)})
 
 
-def test_dead_pump_raises_high_water_once() -> None:
+def test_dead_pump_raises_high_water_once_beside_the_pump_failure() -> None:
     site = make_site()
     sim = MiniSump(site, START, faults=Faults(pump_dead=True), noise=0.5)
     events = feed(engine_for(site), sim.run(3 * 3600))
-    (f,) = opened(events)
-    assert f.rule_id == "high_water"
+    assert _rules(events) == ["high_water", "pump_failure"]
+    (f,) = opened(events, "high_water")
     assert f.severity is Severity.CRITICAL  # pump off with water above the alarm mark
     assert f.evidence["level_cm"] >= site.pit.alarm_cm
     assert f.evidence["pump"] == "off"
-    assert sum(e.change is FindingChange.OPENED for e in events) == 1
+    assert sum(e.change is FindingChange.OPENED for e in events) == 2
 
 
 def test_high_water_clears_when_the_pump_works_again() -> None:
@@ -36,9 +36,8 @@ def test_high_water_clears_when_the_pump_works_again() -> None:
     feed(engine, sim.run(2 * 3600))
     sim.faults.pump_dead = False
     events = feed(engine, sim.run(1800))
-    assert [e.finding.rule_id for e in events if e.change is FindingChange.CLEARED] == [
-        "high_water"
-    ]
+    cleared = [e.finding.rule_id for e in events if e.change is FindingChange.CLEARED]
+    assert sorted(cleared) == ["high_water", "pump_failure"]
 
 
 def test_stuck_float_raises_continuous_run_not_high_water() -> None:

@@ -69,6 +69,11 @@ BACKFLOW_JUDGE_AFTER = timedelta(minutes=10)
 #: Smallest backflow rise counted, and the share of the line's volume expected back.
 BACKFLOW_MIN_CM = 1.5
 BACKFLOW_LINE_SHARE = 0.4
+#: The late part of an off period (where the inflow rate is fitted) starts at this
+#: share of it: a leaking valve's riser has drained by then, rain has not changed.
+BACKFLOW_LATE_FROM = 0.6
+#: An excess is a difference of fitted levels and a minimum: this many noise sigmas.
+BACKFLOW_NOISE_SIGMAS = 5.0
 #: The float stops the pump at the registered off mark; a lowest level this far
 #: below it means the real mark is lower and the level is used instead.
 OFF_MARK_TOLERANCE_CM = 3.0
@@ -121,3 +126,82 @@ DEFAULT_ICING_DISTANCE_FT = 10.0
 #: An open finding is re-emitted (UPDATED) at most this often unless its level
 #: or severity changes; otherwise it is updated silently in memory.
 REFRESH_EVERY = timedelta(minutes=15)
+
+# --- typical installation (used only when the registry does not record a fact) ---
+#: 1 1/4 in schedule-40 line, the common residential size.
+TYPICAL_PIPE_IN = 1.25
+#: A basement riser plus a short run outside.
+TYPICAL_LINE_LENGTH_M = 8.0
+
+# --- cold weather (shared by frozen line and icing risk) -------------------------
+#: Freezing at or below FREEZING_C; thawed only once the air has stayed above
+#: THAW_AIR_C for THAW_FOR (hysteresis: sensor noise around 0 C changes nothing).
+THAW_AIR_C = 1.0
+#: A line can hold ice when the pipe wall at the outlet is at or below this, or the
+#: air has been freezing for COLD_AIR_FOR (a buried or shaded section freezes first).
+COLD_PIPE_C = 1.0
+COLD_AIR_FOR = timedelta(hours=3)
+#: A pipe reading older than this says nothing about the line now.
+PIPE_MAX_AGE = timedelta(minutes=15)
+
+# --- a run that does not drain the pit (pump failure or blocked line) -------------
+#: A run is judged stalled once it has lasted this long over at least STALL_SAMPLES
+#: pit samples: a normal run empties the float band in 15-70 s.
+STALL_AFTER = timedelta(seconds=120)
+STALL_SAMPLES = 3
+#: Stalled: the pump's effective drain (level fall rate + inflow) is under this share
+#: of the site's learned drain rate, or under STALL_MIN_CM_S before one is learned
+#: (30 L/min in an 18 in basin is ~0.3 cm/s; a stall moves ~nothing).
+STALL_SHARE = 0.25
+STALL_MIN_CM_S = 0.06
+#: Outlet flow at or above FLOW_PRESENT_LPM in this window means the pump moves water.
+STALL_OUTLET_WINDOW = timedelta(seconds=60)
+
+# --- pump failure -----------------------------------------------------------------
+#: Level above the on mark (the higher of the registered and the learned one) by
+#: this margin (or a quarter of the float band), for NO_START_FOR, with the pump off.
+NO_START_MARGIN_CM = 5.0
+NO_START_FOR = timedelta(seconds=120)
+#: A motor running draws amps; under this the commanded pump is not turning.
+NO_CURRENT_A = 0.3
+#: The site's pump must have been seen drawing at least this before "no current" counts.
+RUNNING_CURRENT_A = 1.0
+NO_CURRENT_FOR = timedelta(seconds=30)
+#: The finding clears once none of the signatures has held for this long.
+PUMP_FAILURE_CLEAR_AFTER = timedelta(minutes=5)
+
+# --- sanitary diversion (per-site water balance) ---------------------------------
+#: Physical prior on a healthy site's outlet/pit ratio: the registered diameter may
+#: be +-15 % off (area +-32 %: 0.76-1.47), and a run shorter than two sample
+#: intervals is timed only to an interval (a steady phase between cycles and
+#: samples can bias a site's ratio by up to 2x either way; calibration absorbs a
+#: steady bias, the band must admit it). Blocks outside it never calibrate.
+HEALTHY_RATIO_LOW = 0.5
+HEALTHY_RATIO_HIGH = 2.0
+#: Before calibration the share is judged against the lowest healthy ratio.
+PRIOR_RATIO = 0.55
+#: Blocks calibrate the site's normal ratio once this many clean ones are seen.
+CALIBRATION_MIN_BLOCKS = 4
+CALIBRATION_KEEP = 25
+#: A block pools observed cycles until BLOCK_MIN_RUN_SAMPLES outlet samples fell
+#: inside their runs, or BLOCK_MAX_CYCLES: one cycle when sampling is dense.
+BLOCK_MIN_RUN_SAMPLES = 2
+BLOCK_MAX_CYCLES = 8
+#: Smallest diversion share the product must detect; the CUSUM reference is half of it.
+MIN_DIVERSION_SHARE = 0.25
+CUSUM_REFERENCE = MIN_DIVERSION_SHARE / 2
+#: Open when the CUSUM of shares exceeds max(CUSUM_H_MIN, CUSUM_H_SIGMA x scatter).
+CUSUM_H_MIN = 0.7
+CUSUM_H_SIGMA = 6.0
+#: Per-block share scatter is never taken below this (geometry, timing).
+SCATTER_FLOOR = 0.08
+#: Clearing: the downward CUSUM exceeds the same height AND no block has looked
+#: diverted (share >= DIVERTED_LOOKING) for SANITARY_CLEAR_AFTER.
+DIVERTED_LOOKING = 0.2
+SANITARY_CLEAR_AFTER = timedelta(minutes=30)
+#: A cycle counts only if it ended near the off mark (a blocked line never gets
+#: there) and moved at least this share of the registered band volume.
+CYCLE_END_TOLERANCE_CM = 5.0
+MIN_BAND_SHARE = 0.4
+#: Outlet flow that reaches the node after the pit's end-of-cycle sample (line lag).
+OUTLET_LAG_MIN = timedelta(seconds=20)

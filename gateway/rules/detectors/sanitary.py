@@ -1,264 +1,304 @@
-"""Sanitary-sewer discharge: the pit says water was pumped, the outlet did not see it.
+"""Sanitary-sewer discharge: the pit says water was pumped away, the outlet did not
+see all of it.
 
-Per pump cycle: pit volume = level drop x pit area + inflow during the run;
-outlet volume = mean outlet flow while the pump certainly ran x run time. A
-cycle is *unaccounted* when the outlet saw under 30 % of it with the line not
-pressurised (a blocked line is the frozen-line detector's case). Consecutive
-unaccounted cycles open the finding; consecutive accounted ones clear it. Inside
-an active waiver for ``sanitary_discharge`` the discharge is lawful: no finding.
+Per pump cycle the water balance (``physics``): pumped = level fall to the settled
+level x pit area + inflow over the span; outlet = integral of the outlet flow over
+the run (nearest sample). A run that no outlet sample fell inside is unobserved and
+left out (never "dry"). Cycles pool into *blocks* until ``BLOCK_MIN_RUN_SAMPLES``
+outlet samples fell inside their runs (one cycle when sampling is dense), so a
+sparse outlet node still weighs the water fairly.
+
+Each site's normal outlet/pit ratio is calibrated from its own clean blocks (pit
+diameter and float marks are never exact: a healthy ratio can be 0.7 or 1.4), only
+from blocks inside the physical prior (``HEALTHY_RATIO_LOW..HIGH``), so a site
+diverting most of its water from the first cycle cannot teach itself that this is
+normal. Before calibration the share is judged against the lowest healthy ratio.
+
+Diverted share per block = 1 - ratio / normal. A one-sided CUSUM of the shares
+(reference half the smallest share to catch, height scaled by the site's measured
+scatter) opens the finding: within a few blocks for >= 50 %, within ~10 for 25 %.
+It clears only when the downward CUSUM has the same weight of clean blocks AND no
+block has looked diverted for ``SANITARY_CLEAR_AFTER``: one finding per episode of
+an intermittent diversion, no flapping inside it, and a new one for the next.
+
+A cycle counts only if it ended near the off mark: a blocked or frozen line never
+drains the pit (that is the frozen-line / pump-failure case, decided from the pit,
+not from pressure: a riser tap reads the lift even when all the water goes down a
+hose). Water falling back from the riser returns to the pit before the settled
+level is read, so a leaking check valve is not a diversion. A waiver for this rule
+is honoured only where the pack's rule has a waiver clause.
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
+from typing import Any, ClassVar
 
 from gateway.domain import Severity
-from gateway.rules.detectors.base import INACTIVE, PumpCycle, SiteState, Verdict, iso, r1
+from gateway.rules.detectors.base import (
+    INACTIVE,
+    CycleEnd,
+    Event,
+    OutletSample,
+    PitSample,
+    PumpCycle,
+    RuleInfo,
+    SiteState,
+    Stream,
+    Verdict,
+    iso,
+    r1,
+)
+from gateway.rules.physics import Balance, outlet_litres, pumped_litres, run_span
 from gateway.rules.thresholds import (
-    ACCOUNTED_RATIO,
-    FLOW_ABSENT_LPM,
-    FLOW_PRESENT_LPM,
-    MAX_PUMP_LPM,
+    BACKFLOW_WINDOW,
+    BLOCK_MAX_CYCLES,
+    BLOCK_MIN_RUN_SAMPLES,
+    CALIBRATION_KEEP,
+    CALIBRATION_MIN_BLOCKS,
+    CUSUM_H_MIN,
+    CUSUM_H_SIGMA,
+    CUSUM_REFERENCE,
+    CYCLE_END_TOLERANCE_CM,
+    DIVERTED_LOOKING,
+    HEALTHY_RATIO_HIGH,
+    HEALTHY_RATIO_LOW,
+    MIN_BAND_SHARE,
     MIN_CYCLE_VOLUME_L,
-    MIN_LINE_FILL,
-    MIN_PUMP_FLOW_LPM,
-    P_CATCH_MAX,
-    P_CATCH_SURE,
-    PRESSURE_BLOCKED_KPA,
-    SANITARY_CYCLES_TO_CLEAR,
-    SANITARY_CYCLES_TO_OPEN,
-    SANITARY_EVIDENCE_TO_OPEN,
-    SURE_MARGIN_S,
-    UNACCOUNTED_RATIO,
+    OUTLET_LAG_MIN,
+    PRIOR_RATIO,
+    SANITARY_CLEAR_AFTER,
+    SCATTER_FLOOR,
 )
 
 RULE_ID = "sanitary_discharge"
-#: Outlet samples may arrive a little after the pit's end-of-cycle sample.
-OUTLET_LAG = timedelta(seconds=5)
 #: Judge a cycle with what we have once the pit has moved on this far.
-GIVE_UP_AFTER = timedelta(minutes=3)
+GIVE_UP_AFTER = timedelta(minutes=5)
+#: Scatter assumed before the site's own is measured (conservative).
+DEFAULT_SCATTER = 0.1
 
 
-class CycleClass(StrEnum):
-    ACCOUNTED = "accounted"
-    UNACCOUNTED = "unaccounted"
-    INCONCLUSIVE = "inconclusive"
+@dataclass
+class _Pending:
+    cycle: PumpCycle
+    last_off: PitSample
+    settled: PitSample | None = None
+
+
+@dataclass
+class _Block:
+    balance: Balance = field(default_factory=lambda: Balance(0.0, 0.0))
+    cycles: int = 0
+    end: datetime | None = None
+    in_run: int = 0
 
 
 @dataclass(frozen=True, slots=True)
-class CycleJudgement:
-    """How one pump cycle's water balance came out."""
+class BlockResult:
+    """One judged block (for evidence)."""
 
-    cycle: PumpCycle
-    verdict: CycleClass
+    end: datetime
+    cycles: int
     pit_l: float
-    outlet_l: float | None
-    outlet_samples: int
-    reason: str
-    #: For an uncertain cycle: -log10 P(all its outlet samples dry | healthy line).
-    expected_hits: float = 0.0
+    outlet_l: float
+    share: float
 
-    @property
-    def ratio(self) -> float | None:
-        """Outlet volume / pit volume."""
-        if self.outlet_l is None or self.pit_l <= 0:
-            return None
-        return self.outlet_l / self.pit_l
-
-
-def judge_cycle(cycle: PumpCycle, state: SiteState) -> CycleJudgement:
-    """Classify one finished cycle from the pit's and the outlet's point of view."""
-    duration_s = cycle.est_duration.total_seconds()
-    inflow_cm = state.cycles.fill_rate_cm_s() * duration_s
-    pit_l = state.ctx.litres(cycle.drop_cm + inflow_cm)
-    window = state.outlet.between(cycle.before_ts, cycle.end_ts + OUTLET_LAG)
-    # Water reaches the outlet only once the pump has refilled the line; a sample
-    # taken before that shows no flow even on a healthy line. The fill is timed at
-    # the slower of the cycle's own flow and the flow learned at the outlet: a fill
-    # taken too short would call a healthy, still-filling line dry.
-    pump_lpm = pit_l / max(duration_s, 1.0) * 60.0
-    typical = state.outlet.typical_flow_lpm()
-    if typical is not None:
-        pump_lpm = min(pump_lpm, typical)
-    fill = timedelta(minutes=state.ctx.line_volume_l / max(pump_lpm, MIN_PUMP_FLOW_LPM))
-    start, stop = _sure_run(cycle, state)
-    margin = timedelta(seconds=SURE_MARGIN_S)
-    certain = (
-        state.outlet.between(start + max(MIN_LINE_FILL, fill) + margin, stop - margin)
-        if cycle.seen
-        else []
-    )
-
-    def result(kind: CycleClass, outlet_l: float | None, reason: str) -> CycleJudgement:
-        return CycleJudgement(cycle, kind, pit_l, outlet_l, len(certain), reason)
-
-    if pit_l < MIN_CYCLE_VOLUME_L:
-        return result(CycleClass.INCONCLUSIVE, None, "pump moved too little water to judge")
-    flow_seen = any(s.flow_lpm >= FLOW_PRESENT_LPM for s in window)
-    if not certain:
-        if flow_seen:
-            return result(CycleClass.ACCOUNTED, None, "outlet flowed during the run")
-        if not window or any(s.pressure_kpa >= PRESSURE_BLOCKED_KPA for s in window):
-            return result(CycleClass.INCONCLUSIVE, None, "outlet silent or line blocked")
-        # Sparse sampling: no sample surely inside the run. How many outlet samples
-        # should have caught it flowing? Pooled over cycles by the detector.
-        learned = state.outlet.typical_flow_lpm()
-        run = timedelta(seconds=pit_l / learned * 60.0 if learned else duration_s)
-        chances = [_p_catch(cycle, run, fill + margin, s.ts) for s in window]
-        if max(chances) >= P_CATCH_SURE:
-            # Pump start/stop reported on change pin the run down: a dry sample
-            # inside it is as good as a sure one.
-            return result(CycleClass.UNACCOUNTED, 0.0, "dry outlet sample inside the run")
-        evidence = sum(-math.log10(1.0 - min(p, P_CATCH_MAX)) for p in chances)
-        j = result(CycleClass.INCONCLUSIVE, None, "no outlet sample while the pump ran")
-        return CycleJudgement(cycle, j.verdict, pit_l, None, 0, j.reason, evidence)
-    mean_flow = sum(s.flow_lpm for s in certain) / len(certain)
-    outlet_l = mean_flow * duration_s / 60.0
-    ratio = outlet_l / pit_l
-    if mean_flow < FLOW_ABSENT_LPM and any(s.pressure_kpa >= PRESSURE_BLOCKED_KPA for s in certain):
-        return result(CycleClass.INCONCLUSIVE, outlet_l, "line pressurised without flow (blocked)")
-    if ratio < UNACCOUNTED_RATIO:
-        return result(CycleClass.UNACCOUNTED, outlet_l, "outlet did not see the pumped water")
-    if ratio >= ACCOUNTED_RATIO or flow_seen:
-        return result(CycleClass.ACCOUNTED, outlet_l, "outlet accounts for the water")
-    return result(CycleClass.INCONCLUSIVE, outlet_l, "partial outlet volume")
+    def as_evidence(self) -> dict[str, Any]:
+        return {
+            "end": iso(self.end),
+            "cycles": self.cycles,
+            "pit_l": r1(self.pit_l),
+            "outlet_l": r1(self.outlet_l),
+            "diverted_share": round(self.share, 2),
+        }
 
 
-def _sure_run(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime]:
-    """Latest start and earliest stop of the run that the pit's levels allow.
-
-    The pump starts at the on mark and stops at the off mark, and no pump drains
-    the pit faster than 1.5 x the highest flow seen at the outlet (a hose to a
-    drain faces less head than the line) or ``MAX_PUMP_LPM`` before any is seen.
-    So the level at the first on-sample bounds how long ago the run started, and
-    the level at the last on-sample how long it still ran. Erring late on the start
-    and early on the stop keeps every outlet sample in between inside the real run.
-    """
-    pit = state.ctx.site.pit
-    peak = state.outlet.peak_flow_lpm()
-    # A pump discharging down a hose faces less head than up the line: up to ~1.5x.
-    max_lpm = min(MAX_PUMP_LPM, 1.5 * peak) if peak else MAX_PUMP_LPM
-    cm_per_s = max_lpm / 60.0 / (state.ctx.pit_area_cm2 / 1000.0)
-    start, stop = cycle.first_on_ts, cycle.last_on_ts
-    if cycle.first_on_level_cm is not None:
-        back = max(0.0, pit.pump_on_cm - cycle.first_on_level_cm) / cm_per_s
-        start = max(cycle.before_ts, start - timedelta(seconds=back))
-    if cycle.last_on_level_cm is not None:
-        ahead = max(0.0, cycle.last_on_level_cm - pit.pump_off_cm) / cm_per_s
-        stop = min(cycle.end_ts, stop + timedelta(seconds=ahead))
-    return start, stop
-
-
-def _p_catch(cycle: PumpCycle, run: timedelta, fill: timedelta, t: datetime) -> float:
-    """Chance that an outlet sample at ``t`` falls while water leaves the outlet.
-
-    The run (length ``run``) started somewhere the pit samples allow: after the
-    last sample with the pump off, no later than the first with it on, and ending
-    between the last on-sample and the first off-sample. Taking the start as
-    uniform over that range, water is at the outlet during [start + fill, start +
-    run]; the sample catches it if start lies in [t - run, t - fill].
-    """
-    if cycle.seen:
-        lo = max(cycle.before_ts, cycle.last_on_ts - run)
-        hi = min(cycle.first_on_ts, cycle.end_ts - run)
-    else:
-        lo, hi = cycle.before_ts, cycle.end_ts - run
-    if hi < lo:  # the run estimate does not fit the samples: say nothing
-        return 0.0
-    span = (hi - lo).total_seconds()
-    a, b = max(lo, t - run), min(hi, t - fill)
-    if span < 1.0:
-        return 1.0 if a <= b else 0.0
-    return max(0.0, (b - a).total_seconds()) / span
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    return (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
 
 
 class SanitaryDischargeDetector:
-    """Stateful per-site detector of pumped water that never reaches the outlet."""
+    """Per-site water balance of pump cycles against the site's calibrated normal."""
 
-    rule_id = RULE_ID
+    rule_id: ClassVar[str] = RULE_ID
+    info: ClassVar[RuleInfo] = RuleInfo(
+        RULE_ID,
+        "Sump water is going into the sanitary sewer",
+        "Your pump runs and the pit empties, but not all the water reaches the outdoor "
+        "discharge line. Look for a hose or pipe from the sump to a floor drain, laundry "
+        "tub or cleanout (or a tee on the line), remove it, and let the water leave "
+        "through the outdoor line.",
+    )
+    streams: ClassVar[frozenset[Stream]] = frozenset({Stream.PIT, Stream.OUTLET, Stream.CYCLE})
 
-    def __init__(self) -> None:
+    def __init__(self, state: SiteState) -> None:
         self.active = False
-        self._pending: deque[PumpCycle] = deque()
-        self._recent: deque[CycleJudgement] = deque(maxlen=6)
-        self._streak_unaccounted = 0
-        self._streak_accounted = 0
-        self._evidence = 0.0
+        self._pending: deque[_Pending] = deque(maxlen=20)
+        self._block = _Block()
+        self._calib: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        self._up = 0.0
+        self._down = 0.0
+        self._last_diverted: datetime | None = None
+        self._recent: deque[BlockResult] = deque(maxlen=8)
+        self._episode = Balance(0.0, 0.0)
+        interval = state.outlet.interval_s
+        self._lag = max(OUTLET_LAG_MIN, timedelta(seconds=1.5 * interval))
 
-    def restore_active(self) -> None:
+    def restore(self) -> None:
         """Continue a finding restored from the store."""
         self.active = True
 
-    def add_cycle(self, cycle: PumpCycle) -> None:
-        """Queue a finished cycle until the outlet's samples for it have arrived."""
-        self._pending.append(cycle)
+    # -- streams ------------------------------------------------------------------
 
-    def poll(self, now: datetime, state: SiteState) -> Verdict | None:
-        """Judge the queued cycles whose outlet evidence is complete."""
+    def feed(self, event: Event, state: SiteState) -> Verdict | None:
+        """Queue cycles, settle them on pit samples, judge once the outlet caught up."""
+        if isinstance(event, CycleEnd):
+            self._pending.append(_Pending(event.cycle, event.first_off))
+            return None
+        if isinstance(event, PitSample):
+            self._settle(event)
+            return self._poll(event.ts, state)
+        if isinstance(event, OutletSample):
+            return self._poll(event.ts, state)
+        return None
+
+    def _settle(self, s: PitSample) -> None:
+        """The settled level: once riser water has fallen back, or the last off
+        sample before a restart."""
+        for p in self._pending:
+            if p.settled is not None or s.ts <= p.last_off.ts:
+                continue
+            if s.pump_on:
+                p.settled = p.last_off
+            elif s.ts - p.cycle.end_ts >= BACKFLOW_WINDOW:
+                p.settled = s
+            else:
+                p.last_off = s
+
+    def _poll(self, now: datetime, state: SiteState) -> Verdict | None:
         verdict: Verdict | None = None
-        outlet_ts = state.outlet.last.ts if state.outlet.last else None
         while self._pending:
-            cycle = self._pending[0]
-            ready = outlet_ts is not None and outlet_ts >= cycle.end_ts + OUTLET_LAG
-            if not ready and now - cycle.end_ts < GIVE_UP_AFTER:
+            p = self._pending[0]
+            last = state.outlet.last
+            caught_up = last is not None and last.ts >= p.cycle.end_ts + self._lag
+            if not (p.settled is not None and caught_up) and now - p.cycle.end_ts < GIVE_UP_AFTER:
                 break
             self._pending.popleft()
-            verdict = self._judge(judge_cycle(cycle, state), state) or verdict
+            verdict = self._add_cycle(p, state) or verdict
         return verdict
 
-    def _judge(self, j: CycleJudgement, state: SiteState) -> Verdict | None:
-        if j.verdict is CycleClass.INCONCLUSIVE and j.expected_hits <= 0:
+    # -- balance --------------------------------------------------------------------
+
+    def _add_cycle(self, p: _Pending, state: SiteState) -> Verdict | None:
+        c = p.cycle
+        settled = p.settled or p.last_off
+        pit_l = pumped_litres(
+            state,
+            c.start_level_cm,
+            settled.level_cm,
+            state.cycles.fill_rate_cm_s(),
+            (settled.ts - c.before_ts).total_seconds(),
+        )
+        start, end = run_span(c, state)
+        seen = outlet_litres(state.outlet.between(start - self._lag, end + self._lag), start, end)
+        pit = state.ctx.site.pit
+        drained = c.low_level_cm <= pit.pump_off_cm + CYCLE_END_TOLERANCE_CM
+        big = pit_l >= max(MIN_CYCLE_VOLUME_L, MIN_BAND_SHARE * state.ctx.band_l)
+        if seen is None or not drained or not big:
+            return None  # outlet missed the run, blocked line, or float chatter
+        outlet_l, inside = seen
+        b = self._block
+        b.balance = b.balance + Balance(pit_l, outlet_l)
+        b.cycles += 1
+        b.end = c.end_ts
+        b.in_run += inside
+        if b.in_run < BLOCK_MIN_RUN_SAMPLES and b.cycles < BLOCK_MAX_CYCLES:
             return None
-        if j.verdict is CycleClass.ACCOUNTED:
-            self._streak_accounted += 1
-            self._streak_unaccounted = 0
-            self._evidence = 0.0
-            if self._streak_accounted >= SANITARY_CYCLES_TO_CLEAR:
+        self._block = _Block()
+        return self._judge(b, state)
+
+    def _normal(self) -> tuple[float, float, bool]:
+        """The site's normal ratio, its relative scatter, and whether it is calibrated.
+
+        The scatter is measured from the calibration blocks (robust: MAD), never
+        below ``SCATTER_FLOOR``, and not below ``DEFAULT_SCATTER`` while few blocks
+        are known."""
+        if len(self._calib) < CALIBRATION_MIN_BLOCKS:
+            return PRIOR_RATIO, DEFAULT_SCATTER, False
+        ratios = list(self._calib)
+        normal = _median(ratios)
+        mad = _median([abs(r - normal) for r in ratios])
+        floor = DEFAULT_SCATTER if len(ratios) < 2 * CALIBRATION_MIN_BLOCKS else SCATTER_FLOOR
+        return normal, max(floor, 1.4826 * mad / normal), True
+
+    def _judge(self, b: _Block, state: SiteState) -> Verdict:
+        assert b.end is not None
+        normal, scatter, calibrated = self._normal()
+        share = max(-1.5, min(1.0, b.balance.share_diverted(normal)))
+        height = max(CUSUM_H_MIN, CUSUM_H_SIGMA * scatter)
+        self._up = max(0.0, self._up + share - CUSUM_REFERENCE)
+        self._down = max(0.0, self._down + CUSUM_REFERENCE - share) if self.active else 0.0
+        result = BlockResult(b.end, b.cycles, b.balance.pit_l, b.balance.outlet_l, share)
+        self._recent.append(result)
+        if share >= DIVERTED_LOOKING:
+            self._last_diverted = b.end
+        ratio = b.balance.ratio
+        plausible = HEALTHY_RATIO_LOW <= ratio <= HEALTHY_RATIO_HIGH
+        outlier = calibrated and abs(share) > max(0.3, 3 * scatter)
+        if not self.active and plausible and not outlier and self._up < height / 2:
+            self._calib.append(ratio)
+        if not self.active and self._up >= height:
+            self.active = True
+            self._down = 0.0
+            self._episode = Balance(0.0, 0.0)
+        elif self.active and self._down >= height:
+            quiet = self._last_diverted is None or b.end - self._last_diverted >= (
+                SANITARY_CLEAR_AFTER
+            )
+            if quiet:
                 self.active = False
-        else:
-            self._recent.append(j)
-            self._streak_accounted = 0
-            if j.verdict is CycleClass.UNACCOUNTED:
-                self._streak_unaccounted += 1
-                self._evidence += 1.0
-            else:
-                # Each dry outlet sample that had chance p of catching a healthy
-                # line flowing adds -log10(1 - p) (p capped: sensors glitch).
-                self._evidence += j.expected_hits
-            if (
-                self._streak_unaccounted >= SANITARY_CYCLES_TO_OPEN
-                or self._evidence >= SANITARY_EVIDENCE_TO_OPEN
-            ):
-                self.active = True
+                self._up = self._down = 0.0
         if not self.active:
             return INACTIVE
-        site = state.ctx.site
-        waiver = next(
-            (w for w in site.waivers if w.rule == RULE_ID and w.covers_at(j.cycle.end_ts, site.tz)),
-            None,
-        )
-        if waiver is not None:
+        self._episode = self._episode + b.balance
+        if state.ctx.waived(RULE_ID, b.end):
             return INACTIVE  # lawful for the time the written determination states
+        return self._verdict(result, normal, scatter, calibrated, state)
+
+    def _verdict(
+        self,
+        last: BlockResult,
+        normal: float,
+        scatter: float,
+        calibrated: bool,
+        state: SiteState,
+    ) -> Verdict:
         pack = state.ctx.pack
         enforced = pack is not None and pack.rule(RULE_ID).enforced
-        unaccounted = [c for c in self._recent if c.verdict is CycleClass.UNACCOUNTED]
+        ep = self._episode
+        episode_share = ep.share_diverted(normal) if ep.pit_l > 0 else last.share
         return Verdict(
             True,
             Severity.CRITICAL if enforced else Severity.WARNING,
             "violation" if enforced else "advice",
             {
-                "cycles_unaccounted": self._streak_unaccounted,
-                "evidence_log10": round(self._evidence, 2),
-                "pit_volume_l": r1(j.pit_l),
-                "outlet_volume_l": None if j.outlet_l is None else r1(j.outlet_l),
-                "outlet_share": None if j.ratio is None else round(j.ratio, 2),
-                "outlet_samples_during_run": j.outlet_samples,
-                "cycle_end": iso(j.cycle.end_ts),
-                "pumped_unaccounted_l": r1(sum(c.pit_l for c in unaccounted)),
-                "reason": j.reason,
+                "diverted_share": round(max(0.0, min(1.0, episode_share)), 2),
+                "pumped_l": r1(ep.pit_l),
+                "to_outlet_l": r1(ep.outlet_l),
+                "elsewhere_l": r1(max(0.0, ep.pit_l - ep.outlet_l / normal)),
+                "normal_outlet_ratio": round(normal, 2),
+                "normal_ratio_calibrated": calibrated,
+                "calibration_blocks": len(self._calib),
+                "block_scatter": round(scatter, 2),
+                "pit_volume_l": r1(last.pit_l),
+                "outlet_volume_l": r1(last.outlet_l),
+                "outlet_share": round(last.outlet_l / last.pit_l, 2) if last.pit_l else None,
+                "cycle_end": iso(last.end),
+                "recent_balances": [r.as_evidence() for r in self._recent],
+                "pressure_tap": state.ctx.pressure_tap,
             },
         )
