@@ -102,3 +102,22 @@ def test_stuck_float_holding_the_level_at_the_mark_with_a_starved_outlet() -> No
     (f,) = opened(feed(engine, sim.run(1800)))
     assert f.rule_id == "continuous_run"
     assert f.evidence["outlet_starved"] is True
+
+
+def test_slowly_leaking_check_valve_raises_short_cycling() -> None:
+    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=11.0)
+    sim = MiniSump(site, START, faults=Faults(check_valve_leak_lpm=6.0), noise=0.5)
+    events = feed(engine_for(site), sim.run(4 * 3600))
+    assert opened(events, "short_cycling")
+    assert opened(events, "sanitary_discharge") == []
+
+
+def test_rain_raising_the_start_rate_is_not_short_cycling() -> None:
+    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=11.0)
+    engine = engine_for(site)
+    sim = MiniSump(site, START, noise=0.5, inflow_lpm=5.0)
+    events = feed(engine, sim.run(3 * 3600))
+    for inflow in (20.0, 45.0, 80.0, 30.0):  # a storm rises and recedes
+        sim.inflow_lpm = inflow
+        events += feed(engine, sim.run(3600))
+    assert opened(events, "short_cycling") == []

@@ -27,6 +27,7 @@ from gateway.rules.thresholds import (
     COLD_AIR_FOR,
     COLD_PIPE_C,
     FLOW_PRESENT_LPM,
+    MAX_PUMP_LPM,
     OFF_MARK_TOLERANCE_CM,
     PIPE_MAX_AGE,
     STALL_AFTER,
@@ -34,6 +35,7 @@ from gateway.rules.thresholds import (
     STALL_OUTLET_WINDOW,
     STALL_SAMPLES,
     STALL_SHARE,
+    SURE_RATE_FACTOR,
 )
 
 
@@ -94,6 +96,35 @@ def run_span(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime]:
         start = cycle.before_ts + (cycle.end_ts - cycle.before_ts - length) / 2
     end = min(start + length, cycle.end_ts)
     return start, max(end, cycle.last_on_ts if cycle.seen else end)
+
+
+def sure_run(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime] | None:
+    """The part of a run the pump certainly ran (None for a run no pit sample saw).
+
+    The level at the first on-sample has already fallen from where the run began,
+    which took at least that fall / the fastest the pump can drain (1.5 x the
+    learned rate: a hose faces less head than the line); likewise after the last
+    on-sample down to the off mark. Outlet samples inside are surely during the run.
+    """
+    if not cycle.seen or cycle.first_on_level_cm is None or cycle.last_on_level_cm is None:
+        return None
+    learned = state.cycles.net_rate_cm_s()
+    fastest = SURE_RATE_FACTOR * learned if learned else state.ctx.cm(MAX_PUMP_LPM / 60.0)
+    pit = state.ctx.site.pit
+    off = state.cycles.off_level_cm(pit.pump_off_cm, OFF_MARK_TOLERANCE_CM)
+    back = max(0.0, cycle.start_level_cm - cycle.first_on_level_cm) / fastest
+    ahead = max(0.0, cycle.last_on_level_cm - off) / fastest
+    start = max(cycle.before_ts, cycle.first_on_ts - timedelta(seconds=back))
+    end = min(cycle.end_ts, cycle.last_on_ts + timedelta(seconds=ahead))
+    return start, end
+
+
+def pit_pump_lpm(state: SiteState) -> float | None:
+    """The pump's flow as the pit sees it (net fall rate + inflow), None before learned."""
+    rate = state.cycles.net_rate_cm_s()
+    if rate is None:
+        return None
+    return state.ctx.litres(rate + state.cycles.fill_rate_cm_s()) * 60.0
 
 
 def cycle_net_rate(cycle: PumpCycle) -> float | None:

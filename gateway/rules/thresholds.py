@@ -31,6 +31,9 @@ MIN_PUMP_FLOW_LPM = 30.0
 #: No residential sump pump drains a pit faster than this (a 1/2 hp pump at low head):
 #: used to bound when a run started and stopped from the levels at its samples.
 MAX_PUMP_LPM = 300.0
+#: The fastest a pump drains its pit, as a multiple of its learned rate (a hose to a
+#: floor drain faces less head than the line).
+SURE_RATE_FACTOR = 1.5
 #: Safety margin inside that bounded run, s (level noise, clock jitter).
 SURE_MARGIN_S = 2.0
 
@@ -185,13 +188,13 @@ CALIBRATION_MIN_BLOCKS = 4
 CALIBRATION_KEEP = 25
 #: A block pools observed cycles until BLOCK_MIN_RUN_SAMPLES outlet samples fell
 #: inside their runs, or BLOCK_MAX_CYCLES: one cycle when sampling is dense.
-BLOCK_MIN_RUN_SAMPLES = 2
+BLOCK_MIN_RUN_SAMPLES = 1
 BLOCK_MAX_CYCLES = 8
 #: Smallest diversion share the product must detect; the CUSUM reference is half of it.
 MIN_DIVERSION_SHARE = 0.25
 CUSUM_REFERENCE = MIN_DIVERSION_SHARE / 2
 #: Open when the CUSUM of shares exceeds max(CUSUM_H_MIN, CUSUM_H_SIGMA x scatter).
-CUSUM_H_MIN = 0.7
+CUSUM_H_MIN = 0.6
 CUSUM_H_SIGMA = 6.0
 #: Per-block share scatter is never taken below this (geometry, timing).
 SCATTER_FLOOR = 0.08
@@ -203,5 +206,8 @@ SANITARY_CLEAR_AFTER = timedelta(minutes=30)
 #: there) and moved at least this share of the registered band volume.
 CYCLE_END_TOLERANCE_CM = 5.0
 MIN_BAND_SHARE = 0.4
+#: An outlet flowing within this share of its calibrated rate while running is not
+#: diverted: a volume deficit up to the line's volume is then a refill (leak-back).
+RATE_NORMAL_SHARE = 0.12
 #: Outlet flow that reaches the node after the pit's end-of-cycle sample (line lag).
 OUTLET_LAG_MIN = timedelta(seconds=20)

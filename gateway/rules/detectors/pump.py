@@ -239,7 +239,6 @@ class ShortCyclingDetector:
         self.active = False
         self._pending: _Pending | None = None
         self._judged: deque[float] = deque(maxlen=SHORT_CYCLE_WINDOW)
-        self._late_rate: float | None = None
 
     def restore(self) -> None:
         """Continue a finding restored from the store."""
@@ -286,17 +285,17 @@ class ShortCyclingDetector:
         late = [x for x in off if x.ts >= late_from]
         if len(late) >= 3 and late[-1].ts - late[0].ts >= BACKFLOW_RATE_SPAN:
             rate, anchor_level = _fit(late)
-            self._late_rate = max(rate, 0.0)
             anchor_ts = late[0].ts
         else:
-            # Restarted too soon to measure: the inflow of the last fill that could.
-            known = self._late_rate
-            if known is None and state.cycles.fill_rates:
-                known = state.cycles.fill_rate_cm_s()
-            if known is None:
-                return None  # no inflow estimate: cannot tell backflow from inflow
-            rate = known
-            anchor_level, anchor_ts = p.samples[-1].level_cm, p.samples[-1].ts
+            # Restarted too soon to fit the late part: the settled samples of this
+            # same period, if two span enough time. A rate from another period is
+            # not used: rain changes the inflow between periods, and a stale, lower
+            # rate would read the storm's extra inflow as backflow.
+            settled = [x for x in off if x.ts - p.cycle.end_ts >= BACKFLOW_WINDOW]
+            if len(settled) < 2 or settled[-1].ts - settled[0].ts < BACKFLOW_RATE_SPAN:
+                return None
+            rate, anchor_level = _fit(settled)
+            anchor_ts = settled[0].ts
         # A sparse pit node may only see the level after the backflow: the off mark
         # is read from the recent runs (``CycleTracker.off_level_cm``).
         pit = state.ctx.site.pit

@@ -51,7 +51,7 @@ from gateway.rules.detectors.base import (
     iso,
     r1,
 )
-from gateway.rules.physics import Balance, outlet_litres, pumped_litres, run_span
+from gateway.rules.physics import Balance, pit_pump_lpm, pumped_litres, run_span, sure_run
 from gateway.rules.thresholds import (
     BACKFLOW_WINDOW,
     BLOCK_MAX_CYCLES,
@@ -63,12 +63,15 @@ from gateway.rules.thresholds import (
     CUSUM_REFERENCE,
     CYCLE_END_TOLERANCE_CM,
     DIVERTED_LOOKING,
+    FLOW_PRESENT_LPM,
     HEALTHY_RATIO_HIGH,
     HEALTHY_RATIO_LOW,
     MIN_BAND_SHARE,
     MIN_CYCLE_VOLUME_L,
+    MIN_PUMP_FLOW_LPM,
     OUTLET_LAG_MIN,
     PRIOR_RATIO,
+    RATE_NORMAL_SHARE,
     SANITARY_CLEAR_AFTER,
     SCATTER_FLOOR,
 )
@@ -93,6 +96,7 @@ class _Block:
     cycles: int = 0
     end: datetime | None = None
     in_run: int = 0
+    wet_flows: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +144,8 @@ class SanitaryDischargeDetector:
         self._pending: deque[_Pending] = deque(maxlen=20)
         self._block = _Block()
         self._calib: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        #: Outlet flow while running on clean blocks (the pump's normal rate out there).
+        self._calib_flow: deque[float] = deque(maxlen=CALIBRATION_KEEP)
         self._up = 0.0
         self._down = 0.0
         self._last_diverted: datetime | None = None
@@ -203,23 +209,55 @@ class SanitaryDischargeDetector:
             state.cycles.fill_rate_cm_s(),
             (settled.ts - c.before_ts).total_seconds(),
         )
-        start, end = run_span(c, state)
-        seen = outlet_litres(state.outlet.between(start - self._lag, end + self._lag), start, end)
         pit = state.ctx.site.pit
         drained = c.low_level_cm <= pit.pump_off_cm + CYCLE_END_TOLERANCE_CM
         big = pit_l >= max(MIN_CYCLE_VOLUME_L, MIN_BAND_SHARE * state.ctx.band_l)
-        if seen is None or not drained or not big:
-            return None  # outlet missed the run, blocked line, or float chatter
-        outlet_l, inside = seen
+        if not drained or not big:
+            return None  # blocked line (it never drains the pit) or float chatter
+        flow = self._outlet_flow_while_running(c, state)
+        if flow is None:
+            return None  # no outlet sample tells this run's flow: unobserved, not dry
+        lpm, samples = flow
+        start, end = run_span(c, state)
+        outlet_l = lpm * (end - start).total_seconds() / 60.0
         b = self._block
+        b.wet_flows += [x for x in samples if x >= FLOW_PRESENT_LPM]
+        b.in_run += len(samples)
         b.balance = b.balance + Balance(pit_l, outlet_l)
         b.cycles += 1
         b.end = c.end_ts
-        b.in_run += inside
         if b.in_run < BLOCK_MIN_RUN_SAMPLES and b.cycles < BLOCK_MAX_CYCLES:
             return None
         self._block = _Block()
         return self._judge(b, state)
+
+    def _outlet_flow_while_running(
+        self, c: PumpCycle, state: SiteState
+    ) -> tuple[float, list[float]] | None:
+        """The outlet's flow while this run pumped, and the samples that show it.
+
+        Water reaches the outlet once the line has filled, so the outlet runs late
+        by up to the line's volume / the pump's flow. Flowing samples from the run's
+        estimated start to its end plus that lag show the flow (median: the line's
+        fill and drain give partial readings). Without any, dry samples surely
+        inside the run (``physics.sure_run``) after the lag show "no flow"; with
+        neither, the outlet did not observe this run.
+        """
+        start, end = run_span(c, state)
+        pump_lpm = max(MIN_PUMP_FLOW_LPM, pit_pump_lpm(state) or self._normal_flow() or 0.0)
+        lag = timedelta(minutes=state.ctx.line_volume_l / pump_lpm)
+        window = state.outlet.between(start, end + lag)
+        wet = [o.flow_lpm for o in window if o.flow_lpm >= FLOW_PRESENT_LPM]
+        if wet:
+            return _median(wet), wet
+        sure = sure_run(c, state)
+        if sure is None or sure[0] + lag > sure[1]:
+            return None
+        dry = [o.flow_lpm for o in state.outlet.between(sure[0] + lag, sure[1])]
+        return (sum(dry) / len(dry), dry) if dry else None
+
+    def _normal_flow(self) -> float | None:
+        return _median(list(self._calib_flow)) if self._calib_flow else None
 
     def _normal(self) -> tuple[float, float, bool]:
         """The site's normal ratio, its relative scatter, and whether it is calibrated.
@@ -239,6 +277,7 @@ class SanitaryDischargeDetector:
         assert b.end is not None
         normal, scatter, calibrated = self._normal()
         share = max(-1.5, min(1.0, b.balance.share_diverted(normal)))
+        share = self._refill_explained(b, share, state)
         height = max(CUSUM_H_MIN, CUSUM_H_SIGMA * scatter)
         self._up = max(0.0, self._up + share - CUSUM_REFERENCE)
         self._down = max(0.0, self._down + CUSUM_REFERENCE - share) if self.active else 0.0
@@ -251,6 +290,8 @@ class SanitaryDischargeDetector:
         outlier = calibrated and abs(share) > max(0.3, 3 * scatter)
         if not self.active and plausible and not outlier and self._up < height / 2:
             self._calib.append(ratio)
+            if b.wet_flows:
+                self._calib_flow.append(_median(b.wet_flows))
         if not self.active and self._up >= height:
             self.active = True
             self._down = 0.0
@@ -268,6 +309,24 @@ class SanitaryDischargeDetector:
         if state.ctx.waived(RULE_ID, b.end):
             return INACTIVE  # lawful for the time the written determination states
         return self._verdict(result, normal, scatter, calibrated, state)
+
+    def _refill_explained(self, b: _Block, share: float, state: SiteState) -> float:
+        """The share, unless the deficit is a line refill rather than a diversion.
+
+        Water that leaked back through the check valve returns to the pit; the next
+        run first refills the line, so the outlet sees less volume, but at the
+        pump's full rate once the line is full. A tee or hose takes a share of the
+        *rate*. So a deficit no larger than the line's volume with the outlet
+        flowing at its normal rate is a refill (short cycling's case), not water
+        sent elsewhere.
+        """
+        if share <= 0 or not b.wet_flows or len(self._calib_flow) < CALIBRATION_MIN_BLOCKS:
+            return share
+        rate_share = 1.0 - _median(b.wet_flows) / _median(list(self._calib_flow))
+        refill_share = state.ctx.line_volume_l * b.cycles / max(b.balance.pit_l, 1e-9)
+        if rate_share < RATE_NORMAL_SHARE and share <= refill_share + RATE_NORMAL_SHARE:
+            return max(rate_share, 0.0)
+        return share
 
     def _verdict(
         self,
