@@ -117,7 +117,9 @@ def test_rain_raising_the_start_rate_is_not_short_cycling() -> None:
     engine = engine_for(site)
     sim = MiniSump(site, START, noise=0.5, inflow_lpm=5.0)
     events = feed(engine, sim.run(3 * 3600))
-    for inflow in (20.0, 45.0, 80.0, 30.0):  # a storm rises and recedes
+    # A storm builds over an hour and a half to a start a minute, then recedes.
+    storm = [5.0 * 1.3**k for k in range(11)] + [80.0 / 1.3**k for k in range(1, 11)]
+    for inflow in storm:
         sim.inflow_lpm = inflow
-        events += feed(engine, sim.run(3600))
+        events += feed(engine, sim.run(600))
     assert opened(events, "short_cycling") == []

@@ -172,7 +172,9 @@ def _diversion_onset(
     """Two clean hours (calibration), then a diversion of ``share``."""
     site = make_site(destination="grade", pit={"diameter_cm": registered_diameter})
     true_pit = PitConfig(diameter_cm=46.0)
-    sim = MiniSump(site, START, noise=1.0, seed=seed, true_pit=true_pit, inflow_lpm=10.0)
+    sim = MiniSump(
+        site, START, noise=1.0, seed=seed, true_pit=true_pit, inflow_lpm=10.0, inflow_jitter=0.1
+    )
     engine = engine_for(site)
     readings = sim.run(2 * 3600)
     events = feed(engine, readings)

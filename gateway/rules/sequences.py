@@ -99,6 +99,10 @@ class MiniSump:
     true_line_m: float | None = None
     #: Air temperature noise (sigma, C), independent of ``noise``.
     air_noise_c: float = 0.0
+    #: Groundwater inflow varies: each minute it is ``inflow_lpm`` x (1 + N(0, this)).
+    #: Real inflow is never exactly periodic, so cycles do not stay phase-locked
+    #: to the sample clocks.
+    inflow_jitter: float = 0.0
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -114,6 +118,7 @@ class MiniSump:
         pipe_in = inst.pipe_inside_diameter_in or 1.25
         self.line_l = 3.14159 * (pipe_in * 0.0127) ** 2 * length * 1000.0
         self.riser_l = self.line_l
+        self._inflow_factor = 1.0
 
     def _interval(self, kind: NodeKind) -> int:
         node = self.site.node_of_kind(kind)
@@ -135,7 +140,9 @@ class MiniSump:
         area_l_per_cm = pit.area_cm2 / 1000.0
         if not f.pump_dead and self.level_cm >= pit.pump_on_cm:
             self.pump_on = True
-        self.level_cm += self.inflow_lpm / 60.0 / area_l_per_cm
+        if self.inflow_jitter and self.t % 60 == 0:
+            self._inflow_factor = max(0.0, 1.0 + self._rng.gauss(0.0, self.inflow_jitter))
+        self.level_cm += self.inflow_lpm * self._inflow_factor / 60.0 / area_l_per_cm
         # At the intake the pump moves only what is there (it sucks air).
         available_l = max(0.0, self.level_cm - self.intake_cm) * area_l_per_cm
         moves = self.pump_on and not (f.frozen or f.pump_no_water or f.no_current)

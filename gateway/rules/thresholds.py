@@ -72,6 +72,12 @@ BACKFLOW_JUDGE_AFTER = timedelta(minutes=10)
 #: Smallest backflow rise counted, and the share of the line's volume expected back.
 BACKFLOW_MIN_CM = 1.5
 BACKFLOW_LINE_SHARE = 0.4
+#: Backflow is at most the line's contents: an excess above this share of the
+#: (registered, so +-20 %) line volume is inflow changing, not backflow.
+BACKFLOW_MAX_LINE_SHARE = 1.5
+#: A period with a single sample between stop and restart is judged against the
+#: inflow of an earlier period only if that was measured this recently.
+FALLBACK_RATE_MAX_AGE = timedelta(minutes=15)
 #: The late part of an off period (where the inflow rate is fitted) starts at this
 #: share of it: a leaking valve's riser has drained by then, rain has not changed.
 BACKFLOW_LATE_FROM = 0.6
@@ -181,6 +187,9 @@ PUMP_FAILURE_CLEAR_AFTER = timedelta(minutes=5)
 #: steady bias, the band must admit it). Blocks outside it never calibrate.
 HEALTHY_RATIO_LOW = 0.5
 HEALTHY_RATIO_HIGH = 2.0
+#: ... and while no run has been timed by two on-samples (runs shorter than the pit
+#: interval are timed by midpoints: a steady phase can make them read 2/3 short).
+HEALTHY_RATIO_LOW_UNTIMED = 0.4
 #: Before calibration the share is judged against the lowest healthy ratio.
 PRIOR_RATIO = 0.55
 #: Blocks calibrate the site's normal ratio once this many clean ones are seen.

@@ -211,20 +211,14 @@ class CycleTracker:
         self.lows: deque[float] = deque(maxlen=12)
         #: Net level fall rate while pumping (cm/s), from runs with two on-samples or more.
         self.net_rates: deque[float] = deque(maxlen=15)
-        #: Lower bounds of that rate from the falls between an on-sample and the off
-        #: sample beside it (the pump ran for part of that interval only).
-        self.rate_bounds: deque[float] = deque(maxlen=15)
 
     def net_rate_cm_s(self) -> float | None:
-        """Net fall rate while pumping: the median of runs that showed it, else the
-        highest lower bound (a run shorter than two pit intervals never shows it;
-        erring slow makes runs look longer and a diversion smaller, never larger)."""
-        if len(self.net_rates) >= 3:
-            ordered = sorted(self.net_rates)
-            return ordered[len(ordered) // 2]
-        if len(self.rate_bounds) >= 3:
-            return max(self.rate_bounds)
-        return None
+        """Net fall rate while pumping: the median of runs with two on-samples or more,
+        None before 3 (a run shorter than the pit interval never shows it)."""
+        if len(self.net_rates) < 3:
+            return None
+        ordered = sorted(self.net_rates)
+        return ordered[len(ordered) // 2]
 
     def off_level_cm(self, registered_cm: float, tolerance_cm: float) -> float:
         """Where the float stops the pump: the lowest recent low (a sparse pit node
@@ -347,18 +341,9 @@ class CycleTracker:
 
     def _learn_rates(self, c: PumpCycle) -> None:
         first, last = c.first_on_level_cm, c.last_on_level_cm
-        if first is None or last is None or c.before_level_cm is None or c.end_level_cm is None:
-            return
         span = (c.last_on_ts - c.first_on_ts).total_seconds()
-        if span > 0 and first > last:
+        if first is not None and last is not None and span > 0 and first > last:
             self.net_rates.append((first - last) / span)
-        edges = (
-            (c.before_level_cm - first, c.first_on_ts - c.before_ts),
-            (last - c.end_level_cm, c.end_ts - c.last_on_ts),
-        )
-        bounds = [fall / gap.total_seconds() for fall, gap in edges if gap.total_seconds() > 0]
-        if bounds:
-            self.rate_bounds.append(max(bounds))
 
     def _close_fill(self, last_off: PitSample) -> None:
         start = self._fill_from

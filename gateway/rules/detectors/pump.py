@@ -29,6 +29,7 @@ from gateway.rules.thresholds import (
     BACKFLOW_JUDGE_AFTER,
     BACKFLOW_LATE_FROM,
     BACKFLOW_LINE_SHARE,
+    BACKFLOW_MAX_LINE_SHARE,
     BACKFLOW_MIN_CM,
     BACKFLOW_NOISE_SIGMAS,
     BACKFLOW_RATE_SPAN,
@@ -38,6 +39,7 @@ from gateway.rules.thresholds import (
     CONTINUOUS_LOW_LEVEL_MARGIN_CM,
     CONTINUOUS_MIN_RUN,
     CONTINUOUS_STARVED_SHARE,
+    FALLBACK_RATE_MAX_AGE,
     HIGH_WATER_CLEAR_MARGIN_CM,
     HIGH_WATER_SAMPLES,
     OFF_MARK_TOLERANCE_CM,
@@ -239,6 +241,8 @@ class ShortCyclingDetector:
         self.active = False
         self._pending: _Pending | None = None
         self._judged: deque[float] = deque(maxlen=SHORT_CYCLE_WINDOW)
+        #: The last inflow rate fitted on a period's late part: (when, cm/s).
+        self._rate: tuple[datetime, float] | None = None
 
     def restore(self) -> None:
         """Continue a finding restored from the store."""
@@ -286,21 +290,31 @@ class ShortCyclingDetector:
         if len(late) >= 3 and late[-1].ts - late[0].ts >= BACKFLOW_RATE_SPAN:
             rate, anchor_level = _fit(late)
             anchor_ts = late[0].ts
-        else:
-            # Restarted too soon to fit the late part: the settled samples of this
-            # same period, if two span enough time. A rate from another period is
-            # not used: rain changes the inflow between periods, and a stale, lower
-            # rate would read the storm's extra inflow as backflow.
-            settled = [x for x in off if x.ts - p.cycle.end_ts >= BACKFLOW_WINDOW]
-            if len(settled) < 2 or settled[-1].ts - settled[0].ts < BACKFLOW_RATE_SPAN:
-                return None
+            self._rate = (late[-1].ts, max(rate, 0.0))
+        elif len(settled := [x for x in off if x.ts - p.cycle.end_ts >= BACKFLOW_WINDOW]) >= 2 and (
+            settled[-1].ts - settled[0].ts >= BACKFLOW_RATE_SPAN
+        ):
+            # Restarted too soon to fit a late part: the samples of this same period
+            # once any backflow is over.
             rate, anchor_level = _fit(settled)
             anchor_ts = settled[0].ts
+        else:
+            # Restarted before this period could show its inflow: that of a recent
+            # period, if recent enough that the weather has not changed (rain does).
+            if self._rate is None or end - self._rate[0] > FALLBACK_RATE_MAX_AGE:
+                return None
+            rate = self._rate[1]
+            anchor_level, anchor_ts = p.samples[-1].level_cm, p.samples[-1].ts
         # A sparse pit node may only see the level after the backflow: the off mark
         # is read from the recent runs (``CycleTracker.off_level_cm``).
         pit = state.ctx.site.pit
         reference = state.cycles.off_level_cm(pit.pump_off_cm, OFF_MARK_TOLERANCE_CM)
-        return anchor_level - reference - max(rate, 0.0) * (anchor_ts - stop).total_seconds()
+        excess = anchor_level - reference - max(rate, 0.0) * (anchor_ts - stop).total_seconds()
+        # What comes back is at most the line's contents (registered length may be
+        # 20 % off): a larger excess is the inflow changing (rain), not backflow.
+        line_cm = state.ctx.cm(state.ctx.line_volume_l)
+        noise = BACKFLOW_NOISE_SIGMAS * state.cycles.level_noise_cm()
+        return None if excess > BACKFLOW_MAX_LINE_SHARE * line_cm + noise else excess
 
     def _judge(self, p: _Pending, now: PitSample, state: SiteState) -> Verdict | None:
         backflow = self._excess(p, state)

@@ -66,6 +66,7 @@ from gateway.rules.thresholds import (
     FLOW_PRESENT_LPM,
     HEALTHY_RATIO_HIGH,
     HEALTHY_RATIO_LOW,
+    HEALTHY_RATIO_LOW_UNTIMED,
     MIN_BAND_SHARE,
     MIN_CYCLE_VOLUME_L,
     MIN_PUMP_FLOW_LPM,
@@ -77,6 +78,9 @@ from gateway.rules.thresholds import (
 )
 
 RULE_ID = "sanitary_discharge"
+#: Sure-run outlet samples on flowing runs before the site's own lag is trusted.
+LAG_LEARN_SAMPLES = 8
+LAG_MARGIN_S = 3.0
 #: Judge a cycle with what we have once the pit has moved on this far.
 GIVE_UP_AFTER = timedelta(minutes=5)
 #: Scatter assumed before the site's own is measured (conservative).
@@ -88,6 +92,8 @@ class _Pending:
     cycle: PumpCycle
     last_off: PitSample
     settled: PitSample | None = None
+    #: False when the pump restarted before riser water could have fallen back.
+    fully_settled: bool = False
 
 
 @dataclass
@@ -144,6 +150,9 @@ class SanitaryDischargeDetector:
         self._pending: deque[_Pending] = deque(maxlen=20)
         self._block = _Block()
         self._calib: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        #: The outlet's lag behind the pump: sure-run samples checked, latest dry one (s).
+        self._lag_checked = 0
+        self._lag_dry_s = 0.0
         #: Outlet flow while running on clean blocks (the pump's normal rate out there).
         self._calib_flow: deque[float] = deque(maxlen=CALIBRATION_KEEP)
         self._up = 0.0
@@ -152,7 +161,7 @@ class SanitaryDischargeDetector:
         self._recent: deque[BlockResult] = deque(maxlen=8)
         self._episode = Balance(0.0, 0.0)
         interval = state.outlet.interval_s
-        self._lag = max(OUTLET_LAG_MIN, timedelta(seconds=1.5 * interval))
+        self._outlet_wait = max(OUTLET_LAG_MIN, timedelta(seconds=1.5 * interval))
 
     def restore(self) -> None:
         """Continue a finding restored from the store."""
@@ -181,7 +190,7 @@ class SanitaryDischargeDetector:
             if s.pump_on:
                 p.settled = p.last_off
             elif s.ts - p.cycle.end_ts >= BACKFLOW_WINDOW:
-                p.settled = s
+                p.settled, p.fully_settled = s, True
             else:
                 p.last_off = s
 
@@ -190,7 +199,7 @@ class SanitaryDischargeDetector:
         while self._pending:
             p = self._pending[0]
             last = state.outlet.last
-            caught_up = last is not None and last.ts >= p.cycle.end_ts + self._lag
+            caught_up = last is not None and last.ts >= p.cycle.end_ts + self._outlet_wait
             if not (p.settled is not None and caught_up) and now - p.cycle.end_ts < GIVE_UP_AFTER:
                 break
             self._pending.popleft()
@@ -214,7 +223,7 @@ class SanitaryDischargeDetector:
         big = pit_l >= max(MIN_CYCLE_VOLUME_L, MIN_BAND_SHARE * state.ctx.band_l)
         if not drained or not big:
             return None  # blocked line (it never drains the pit) or float chatter
-        flow = self._outlet_flow_while_running(c, state)
+        flow = self._outlet_flow_while_running(c, state, dry_counts=p.fully_settled)
         if flow is None:
             return None  # no outlet sample tells this run's flow: unobserved, not dry
         lpm, samples = flow
@@ -232,7 +241,7 @@ class SanitaryDischargeDetector:
         return self._judge(b, state)
 
     def _outlet_flow_while_running(
-        self, c: PumpCycle, state: SiteState
+        self, c: PumpCycle, state: SiteState, *, dry_counts: bool
     ) -> tuple[float, list[float]] | None:
         """The outlet's flow while this run pumped, and the samples that show it.
 
@@ -240,21 +249,42 @@ class SanitaryDischargeDetector:
         by up to the line's volume / the pump's flow. Flowing samples from the run's
         estimated start to its end plus that lag show the flow (median: the line's
         fill and drain give partial readings). Without any, dry samples surely
-        inside the run (``physics.sure_run``) after the lag show "no flow"; with
-        neither, the outlet did not observe this run.
+        inside the run (``physics.sure_run``) after the lag show "no flow" (only
+        once the pit has settled: see ``dry_counts``); with neither, the outlet did
+        not observe this run.
         """
         start, end = run_span(c, state)
-        pump_lpm = max(MIN_PUMP_FLOW_LPM, pit_pump_lpm(state) or self._normal_flow() or 0.0)
-        lag = timedelta(minutes=state.ctx.line_volume_l / pump_lpm)
+        lag = self._line_lag(state)
         window = state.outlet.between(start, end + lag)
         wet = [o.flow_lpm for o in window if o.flow_lpm >= FLOW_PRESENT_LPM]
-        if wet:
-            return _median(wet), wet
         sure = sure_run(c, state)
-        if sure is None or sure[0] + lag > sure[1]:
+        if wet:
+            if sure is not None:
+                self._learn_lag(sure, state)
+            return _median(wet), wet
+        if not dry_counts or sure is None or sure[0] + lag > sure[1]:
+            # A pump restarted before riser water fell back may have only refilled
+            # an emptied line: a dry outlet then says nothing about a diversion.
             return None
         dry = [o.flow_lpm for o in state.outlet.between(sure[0] + lag, sure[1])]
         return (sum(dry) / len(dry), dry) if dry else None
+
+    def _line_lag(self, state: SiteState) -> timedelta:
+        """How late the outlet may flow after the pump starts: the line's fill time
+        (its whole volume at the pump's flow) until clean runs have shown the site's
+        own, shorter lag (a good check valve keeps the riser full)."""
+        if self._lag_checked >= LAG_LEARN_SAMPLES:
+            return timedelta(seconds=self._lag_dry_s + LAG_MARGIN_S)
+        pump_lpm = max(MIN_PUMP_FLOW_LPM, pit_pump_lpm(state) or self._normal_flow() or 0.0)
+        return timedelta(minutes=state.ctx.line_volume_l / pump_lpm)
+
+    def _learn_lag(self, sure: tuple[datetime, datetime], state: SiteState) -> None:
+        """On a run the outlet saw flowing: its samples surely inside the run that were
+        still dry show the outlet's lag behind the pump."""
+        for o in state.outlet.between(*sure):
+            self._lag_checked += 1
+            if o.flow_lpm < FLOW_PRESENT_LPM:
+                self._lag_dry_s = max(self._lag_dry_s, (o.ts - sure[0]).total_seconds())
 
     def _normal_flow(self) -> float | None:
         return _median(list(self._calib_flow)) if self._calib_flow else None
@@ -286,8 +316,13 @@ class SanitaryDischargeDetector:
         if share >= DIVERTED_LOOKING:
             self._last_diverted = b.end
         ratio = b.balance.ratio
-        plausible = HEALTHY_RATIO_LOW <= ratio <= HEALTHY_RATIO_HIGH
-        outlier = calibrated and abs(share) > max(0.3, 3 * scatter)
+        # Runs timed only to a pit interval widen what a healthy ratio can be.
+        timed = state.cycles.net_rate_cm_s() is not None
+        low = HEALTHY_RATIO_LOW if timed else HEALTHY_RATIO_LOW_UNTIMED
+        plausible = low <= ratio <= HEALTHY_RATIO_HIGH
+        # Only the diverted side is an outlier: a ratio above normal is no diversion
+        # (and lets the calibration follow a better timing of the runs).
+        outlier = calibrated and share > max(0.3, 3 * scatter)
         if not self.active and plausible and not outlier and self._up < height / 2:
             self._calib.append(ratio)
             if b.wet_flows:
