@@ -198,6 +198,9 @@ CALIBRATION_KEEP = 25
 #: A block pools observed cycles until BLOCK_MIN_RUN_SAMPLES outlet samples fell
 #: inside their runs, or BLOCK_MAX_CYCLES: one cycle when sampling is dense.
 BLOCK_MIN_RUN_SAMPLES = 1
+#: ... and, while runs are untimed (shorter than the pit interval), until the pit
+#: saw this many runs (their run time is then an unbiased sum, not one guess).
+BLOCK_MIN_SEEN_UNTIMED = 2
 BLOCK_MAX_CYCLES = 8
 #: Smallest diversion share the product must detect; the CUSUM reference is half of it.
 MIN_DIVERSION_SHARE = 0.25

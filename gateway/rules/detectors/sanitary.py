@@ -56,6 +56,7 @@ from gateway.rules.thresholds import (
     BACKFLOW_WINDOW,
     BLOCK_MAX_CYCLES,
     BLOCK_MIN_RUN_SAMPLES,
+    BLOCK_MIN_SEEN_UNTIMED,
     CALIBRATION_KEEP,
     CALIBRATION_MIN_BLOCKS,
     CUSUM_H_MIN,
@@ -103,6 +104,10 @@ class _Block:
     end: datetime | None = None
     in_run: int = 0
     wet_flows: list[float] = field(default_factory=list)
+    samples: list[float] = field(default_factory=list)
+    pit_l: float = 0.0
+    run_s: float = 0.0
+    seen: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,25 +229,44 @@ class SanitaryDischargeDetector:
         if not drained or not big:
             return None  # blocked line (it never drains the pit) or float chatter
         flow = self._outlet_flow_while_running(c, state, dry_counts=p.fully_settled)
-        if flow is None:
+        timed = state.cycles.net_rate_cm_s() is not None
+        if flow is None and timed:
             return None  # no outlet sample tells this run's flow: unobserved, not dry
-        lpm, samples = flow
-        start, end = run_span(c, state)
-        outlet_l = lpm * (end - start).total_seconds() / 60.0
         b = self._block
-        b.wet_flows += [x for x in samples if x >= FLOW_PRESENT_LPM]
-        b.in_run += len(samples)
-        b.balance = b.balance + Balance(pit_l, outlet_l)
+        b.run_s += self._run_seconds(c, state, timed)
+        b.seen += c.seen
+        if flow is not None:
+            b.samples += flow
+            b.in_run += len(flow)
+        b.wet_flows = [x for x in b.samples if x >= FLOW_PRESENT_LPM]
+        b.pit_l += pit_l
         b.cycles += 1
         b.end = c.end_ts
-        if b.in_run < BLOCK_MIN_RUN_SAMPLES and b.cycles < BLOCK_MAX_CYCLES:
+        enough = b.in_run >= BLOCK_MIN_RUN_SAMPLES and (timed or b.seen >= BLOCK_MIN_SEEN_UNTIMED)
+        if not enough and b.cycles < BLOCK_MAX_CYCLES:
             return None
         self._block = _Block()
+        if b.in_run == 0:
+            return None  # the outlet never saw these runs: says nothing
+        lpm = _median(b.wet_flows) if b.wet_flows else sum(b.samples) / len(b.samples)
+        b.balance = Balance(b.pit_l, lpm * b.run_s / 60.0)
         return self._judge(b, state)
+
+    @staticmethod
+    def _run_seconds(c: PumpCycle, state: SiteState, timed: bool) -> float:
+        """How long the pump ran. Timed from the pit levels and the learned net rate
+        when runs have shown it; otherwise the midpoint span for a run the pit saw
+        and 0 for one it did not: with the pit's sampling phase random, that is an
+        unbiased estimate (a run of D s is seen with chance D / interval), summed
+        over a block."""
+        if timed or c.seen:
+            start, end = run_span(c, state)
+            return (end - start).total_seconds()
+        return 0.0
 
     def _outlet_flow_while_running(
         self, c: PumpCycle, state: SiteState, *, dry_counts: bool
-    ) -> tuple[float, list[float]] | None:
+    ) -> list[float] | None:
         """The outlet's flow while this run pumped, and the samples that show it.
 
         Water reaches the outlet once the line has filled, so the outlet runs late
@@ -261,13 +285,13 @@ class SanitaryDischargeDetector:
         if wet:
             if sure is not None:
                 self._learn_lag(sure, state)
-            return _median(wet), wet
+            return wet
         if not dry_counts or sure is None or sure[0] + lag > sure[1]:
             # A pump restarted before riser water fell back may have only refilled
             # an emptied line: a dry outlet then says nothing about a diversion.
             return None
         dry = [o.flow_lpm for o in state.outlet.between(sure[0] + lag, sure[1])]
-        return (sum(dry) / len(dry), dry) if dry else None
+        return dry or None
 
     def _line_lag(self, state: SiteState) -> timedelta:
         """How late the outlet may flow after the pump starts: the line's fill time
