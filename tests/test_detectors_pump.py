@@ -123,3 +123,19 @@ def test_rain_raising_the_start_rate_is_not_short_cycling() -> None:
         sim.inflow_lpm = inflow
         events += feed(engine, sim.run(600))
     assert opened(events, "short_cycling") == []
+
+
+def test_leak_too_slow_for_the_pit_shows_on_a_riser_tap_losing_its_column() -> None:
+    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=25.0)
+    sim = MiniSump(
+        site, START, faults=Faults(check_valve_leak_lpm=4.0), noise=0.5, pressure_tap="riser"
+    )
+    events = feed(engine_for(site), sim.run(4 * 3600))
+    assert opened(events, "short_cycling")
+    assert opened(events, "sanitary_discharge") == []
+
+
+def test_riser_tap_holding_its_column_is_no_leak() -> None:
+    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=25.0)
+    sim = MiniSump(site, START, noise=1.0, pressure_tap="riser", inflow_jitter=0.1)
+    assert opened(feed(engine_for(site), sim.run(6 * 3600))) == []

@@ -75,6 +75,14 @@ BACKFLOW_LINE_SHARE = 0.4
 #: Backflow is at most the line's contents: an excess above this share of the
 #: (registered, so +-20 %) line volume is inflow changing, not backflow.
 BACKFLOW_MAX_LINE_SHARE = 1.5
+#: A tap whose learned running pressure is at least this sits on the riser (an
+#: outlet tap reads ~0 on an open line). Behind a good check valve it holds the
+#: static column while the pump is off; a drop (median of the first third of the
+#: off period's readings to that of the last) of COLUMN_DROP_SHARE of the running
+#: pressure, at least COLUMN_DROP_MIN_KPA, is water leaking back.
+RISER_TAP_MIN_KPA = 10.0
+COLUMN_DROP_SHARE = 0.15
+COLUMN_DROP_MIN_KPA = 4.0
 #: A period with a single sample between stop and restart is judged against the
 #: inflow of an earlier period only if that was measured this recently.
 FALLBACK_RATE_MAX_AGE = timedelta(minutes=15)
@@ -221,5 +229,9 @@ MIN_BAND_SHARE = 0.4
 #: An outlet flowing within this share of its calibrated rate while running is not
 #: diverted: a volume deficit up to the line's volume is then a refill (leak-back).
 RATE_NORMAL_SHARE = 0.12
+#: A cycle whose estimated inflow during the run is over this share of the pumped
+#: volume (a storm the pump barely keeps up with) is not judged: that inflow is
+#: known only from the fills before it and dominates the balance.
+MAX_INFLOW_SHARE = 0.5
 #: Outlet flow that reaches the node after the pit's end-of-cycle sample (line lag).
 OUTLET_LAG_MIN = timedelta(seconds=20)

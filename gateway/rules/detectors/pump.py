@@ -7,7 +7,7 @@ time and on the pit's own marks from the registry.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import ClassVar
 
@@ -16,6 +16,7 @@ from gateway.rules.detectors.base import (
     INACTIVE,
     CycleEnd,
     Event,
+    OutletSample,
     PitSample,
     PumpCycle,
     RuleInfo,
@@ -34,6 +35,8 @@ from gateway.rules.thresholds import (
     BACKFLOW_NOISE_SIGMAS,
     BACKFLOW_RATE_SPAN,
     BACKFLOW_WINDOW,
+    COLUMN_DROP_MIN_KPA,
+    COLUMN_DROP_SHARE,
     CONTINUOUS_AT_MARK_CM,
     CONTINUOUS_LOW_FOR,
     CONTINUOUS_LOW_LEVEL_MARGIN_CM,
@@ -43,6 +46,7 @@ from gateway.rules.thresholds import (
     HIGH_WATER_CLEAR_MARGIN_CM,
     HIGH_WATER_SAMPLES,
     OFF_MARK_TOLERANCE_CM,
+    RISER_TAP_MIN_KPA,
     SHORT_CYCLE_CLEAR_MAX,
     SHORT_CYCLE_TO_OPEN,
     SHORT_CYCLE_WINDOW,
@@ -197,6 +201,8 @@ class ContinuousRunDetector:
 class _Pending:
     cycle: PumpCycle
     samples: list[PitSample]
+    #: Line pressure with the pump off (a riser tap holds the column behind a good valve).
+    pressures: list[float] = field(default_factory=list)
 
 
 def _fit(samples: list[PitSample]) -> tuple[float, float]:
@@ -235,7 +241,7 @@ class ShortCyclingDetector:
         "The check valve on the discharge line is failing or missing. Have it replaced; "
         "the extra starts wear out the pump.",
     )
-    streams: ClassVar[frozenset[Stream]] = frozenset({Stream.PIT, Stream.CYCLE})
+    streams: ClassVar[frozenset[Stream]] = frozenset({Stream.PIT, Stream.CYCLE, Stream.OUTLET})
 
     def __init__(self, state: SiteState) -> None:
         self.active = False
@@ -266,6 +272,12 @@ class ShortCyclingDetector:
         if isinstance(event, CycleEnd):
             c = event.cycle
             self._pending = _Pending(c, [event.first_off]) if c.seen else None
+            return None
+        if isinstance(event, OutletSample):
+            p = self._pending
+            settled = p is not None and event.ts - p.cycle.end_ts >= BACKFLOW_WINDOW / 5
+            if p is not None and settled and not p.samples[-1].pump_on:
+                p.pressures.append(event.pressure_kpa)
             return None
         if not isinstance(event, PitSample):
             return None
@@ -316,12 +328,28 @@ class ShortCyclingDetector:
         noise = BACKFLOW_NOISE_SIGMAS * state.cycles.level_noise_cm()
         return None if excess > BACKFLOW_MAX_LINE_SHARE * line_cm + noise else excess
 
+    @staticmethod
+    def _column_lost(p: _Pending, state: SiteState) -> bool:
+        """A riser tap (one that reads the lift while water flows out) held the column
+        after the stop and lost it before the restart: the valve lets it back."""
+        running = state.outlet.running_kpa()
+        n = len(p.pressures)
+        if running is None or running < RISER_TAP_MIN_KPA or n < 6:
+            return False
+        # Medians of the first and last thirds: single readings are noisy (+-1-2 kPa).
+        first, last = sorted(p.pressures[: n // 3]), sorted(p.pressures[-(n // 3) :])
+        drop = first[len(first) // 2] - last[len(last) // 2]
+        return drop >= max(COLUMN_DROP_MIN_KPA, COLUMN_DROP_SHARE * running)
+
     def _judge(self, p: _Pending, now: PitSample, state: SiteState) -> Verdict | None:
+        threshold = self.threshold_cm(state)
         backflow = self._excess(p, state)
+        if self._column_lost(p, state):
+            # The pit may not show a slow leak; the riser's pressure does.
+            backflow = max(backflow or 0.0, threshold)
         if backflow is None:
             return None
         self._judged.append(backflow)
-        threshold = self.threshold_cm(state)
         hits = sum(1 for b in self._judged if b >= threshold)
         mean = sum(self._judged) / len(self._judged)
         if not self.active and hits >= SHORT_CYCLE_TO_OPEN and mean >= threshold:

@@ -68,6 +68,7 @@ from gateway.rules.thresholds import (
     HEALTHY_RATIO_HIGH,
     HEALTHY_RATIO_LOW,
     HEALTHY_RATIO_LOW_UNTIMED,
+    MAX_INFLOW_SHARE,
     MIN_BAND_SHARE,
     MIN_CYCLE_VOLUME_L,
     MIN_PUMP_FLOW_LPM,
@@ -108,6 +109,7 @@ class _Block:
     pit_l: float = 0.0
     run_s: float = 0.0
     seen: int = 0
+    outlet_l: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +159,7 @@ class SanitaryDischargeDetector:
         self._calib: deque[float] = deque(maxlen=CALIBRATION_KEEP)
         #: The outlet's lag behind the pump: sure-run samples checked, latest dry one (s).
         self._lag_checked = 0
+        self._integrated_to: datetime | None = None
         self._lag_dry_s = 0.0
         #: Outlet flow while running on clean blocks (the pump's normal rate out there).
         self._calib_flow: deque[float] = deque(maxlen=CALIBRATION_KEEP)
@@ -228,6 +231,15 @@ class SanitaryDischargeDetector:
         big = pit_l >= max(MIN_CYCLE_VOLUME_L, MIN_BAND_SHARE * state.ctx.band_l)
         if not drained or not big:
             return None  # blocked line (it never drains the pit) or float chatter
+        # In a storm the pump mostly moves the inflow during its run, and that inflow
+        # is only known from the fills before it: the balance says little then.
+        inflow_l = state.ctx.litres(
+            state.cycles.fill_rate_cm_s() * (settled.ts - c.before_ts).total_seconds()
+        )
+        if inflow_l > MAX_INFLOW_SHARE * pit_l:
+            return None
+        if self._outlet_clock_finer(state):
+            return self._add_integrated(c, pit_l, state)
         flow = self._outlet_flow_while_running(c, state, dry_counts=p.fully_settled)
         timed = state.cycles.net_rate_cm_s() is not None
         if flow is None and timed:
@@ -246,10 +258,50 @@ class SanitaryDischargeDetector:
         if not enough and b.cycles < BLOCK_MAX_CYCLES:
             return None
         self._block = _Block()
-        if b.in_run == 0:
-            return None  # the outlet never saw these runs: says nothing
+        if b.in_run == 0 or b.run_s <= 0:
+            return None  # the outlet or the pit never saw these runs: says nothing
         lpm = _median(b.wet_flows) if b.wet_flows else sum(b.samples) / len(b.samples)
         b.balance = Balance(b.pit_l, lpm * b.run_s / 60.0)
+        return self._judge(b, state)
+
+    @staticmethod
+    def _outlet_clock_finer(state: SiteState) -> bool:
+        """The outlet samples at least twice as often as the pit: it times the runs
+        better than the pit can."""
+        from gateway.contract import NodeKind
+
+        pit_node = state.ctx.site.node_of_kind(NodeKind.PIT)
+        return pit_node is not None and 2 * state.outlet.interval_s <= pit_node.interval_s
+
+    def _add_integrated(self, c: PumpCycle, pit_l: float, state: SiteState) -> Verdict | None:
+        """Outlet volume integrated sample-and-hold over the span around the run: each
+        sample's flow held back to the previous sample (capped at the node's
+        interval). With the sampling phase random this is unbiased however short the
+        run; a run with no outlet sample near it is unobserved."""
+        lag = self._line_lag(state) + self._outlet_wait
+        window = state.outlet.between(c.before_ts, c.end_ts + lag)
+        if not window:
+            return None
+        start = max(c.before_ts, self._integrated_to or c.before_ts)
+        cap = state.outlet.interval_s * 1.5
+        litres, prev = 0.0, None
+        for o in state.outlet.between(start - timedelta(seconds=cap), c.end_ts + lag):
+            if prev is not None and o.ts > start:
+                held = min((o.ts - max(prev.ts, start)).total_seconds(), cap)
+                litres += o.flow_lpm * max(held, 0.0) / 60.0
+            prev = o
+        self._integrated_to = c.end_ts + lag
+        b = self._block
+        b.pit_l += pit_l
+        b.run_s += 1.0
+        b.in_run += len(window)
+        b.samples += [o.flow_lpm for o in window]
+        b.wet_flows = [x for x in b.samples if x >= FLOW_PRESENT_LPM]
+        b.outlet_l += litres
+        b.cycles += 1
+        b.end = c.end_ts
+        self._block = _Block()
+        b.balance = Balance(b.pit_l, b.outlet_l)
         return self._judge(b, state)
 
     @staticmethod
