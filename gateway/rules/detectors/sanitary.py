@@ -85,6 +85,8 @@ LAG_LEARN_SAMPLES = 8
 LAG_MARGIN_S = 3.0
 #: Judge a cycle with what we have once the pit has moved on this far.
 GIVE_UP_AFTER = timedelta(minutes=5)
+#: A streak of dry cycles this improbable for the site when healthy is a diversion.
+DRY_STREAK_P = 1e-5
 #: Scatter assumed before the site's own is measured (conservative).
 DEFAULT_SCATTER = 0.1
 
@@ -160,6 +162,11 @@ class SanitaryDischargeDetector:
         #: The outlet's lag behind the pump: sure-run samples checked, latest dry one (s).
         self._lag_checked = 0
         self._integrated_to: datetime | None = None
+        #: Whether a flowing outlet sample fell near each recent clean cycle, and the
+        #: current streak of cycles without one.
+        self._wet_seen: deque[bool] = deque(maxlen=40)
+        self._dry_streak = 0
+        self._dry_pit_l = 0.0
         self._lag_dry_s = 0.0
         #: Outlet flow while running on clean blocks (the pump's normal rate out there).
         self._calib_flow: deque[float] = deque(maxlen=CALIBRATION_KEEP)
@@ -240,6 +247,9 @@ class SanitaryDischargeDetector:
             return None
         if self._outlet_clock_finer(state):
             return self._add_integrated(c, pit_l, state)
+        streak = self._dry_streak_block(c, pit_l, state)
+        if streak is not None:
+            return self._judge(streak, state)
         flow = self._outlet_flow_while_running(c, state, dry_counts=p.fully_settled)
         timed = state.cycles.net_rate_cm_s() is not None
         if flow is None and timed:
@@ -263,6 +273,36 @@ class SanitaryDischargeDetector:
         lpm = _median(b.wet_flows) if b.wet_flows else sum(b.samples) / len(b.samples)
         b.balance = Balance(b.pit_l, lpm * b.run_s / 60.0)
         return self._judge(b, state)
+
+    def _dry_streak_block(self, c: PumpCycle, pit_l: float, state: SiteState) -> _Block | None:
+        """A run of cycles with no flowing outlet sample near any of them, improbable
+        for this site when healthy, is a full diversion.
+
+        A sparse outlet node catches a healthy run flowing only now and then: the
+        share of cycles it does (learned while no finding is open, smoothed) says how
+        unlikely a streak of dry cycles is. At ``DRY_STREAK_P`` the streak counts as
+        one block that sent nothing to the outlet.
+        """
+        window = state.outlet.between(c.before_ts, c.end_ts + self._line_lag(state))
+        if not window:
+            return None
+        if any(o.flow_lpm >= FLOW_PRESENT_LPM for o in window):
+            if not self.active:
+                # A streak that ended in flow was the healthy odds: learn from it.
+                self._wet_seen.extend([False] * self._dry_streak + [True])
+            self._dry_streak, self._dry_pit_l = 0, 0.0
+            return None
+        self._dry_streak += 1
+        self._dry_pit_l += pit_l
+        if len(self._wet_seen) < CALIBRATION_MIN_BLOCKS * 2:
+            return None
+        p_wet = (sum(self._wet_seen) + 1) / (len(self._wet_seen) + 2)
+        if (1.0 - p_wet) ** self._dry_streak > DRY_STREAK_P:
+            return None
+        b = _Block(balance=Balance(self._dry_pit_l, 0.0), cycles=self._dry_streak, end=c.end_ts)
+        self._dry_streak, self._dry_pit_l = 0, 0.0
+        self._block = _Block()
+        return b
 
     @staticmethod
     def _outlet_clock_finer(state: SiteState) -> bool:
