@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gateway.domain import FindingChange, Severity
+from gateway.domain import FindingChange, FindingEvent, Severity
 from gateway.rules.sequences import Faults, MiniSump, engine_for, feed, make_site, opened
 
 SUMMER = datetime(2026, 7, 1, tzinfo=UTC)
 WINTER = datetime(2027, 1, 12, tzinfo=UTC)
 
 
-def _healthy_then(faults: Faults, start: datetime = SUMMER, **kw: object) -> list:  # type: ignore[type-arg]
+def _healthy_then(faults: Faults, start: datetime = SUMMER, **kw: object) -> list[FindingEvent]:
     """An hour of normal cycles (the site's drain rate is learned), then the fault."""
     site = make_site()
     sim = MiniSump(site, start, noise=0.5, **kw)  # type: ignore[arg-type]

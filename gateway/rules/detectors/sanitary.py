@@ -247,7 +247,7 @@ class SanitaryDischargeDetector:
             return None
         if self._outlet_clock_finer(state):
             return self._add_integrated(c, pit_l, state)
-        streak = self._dry_streak_block(c, pit_l, state)
+        streak = self._dry_streak_block(c, pit_l, state, settled=p.fully_settled)
         if streak is not None:
             return self._judge(streak, state)
         flow = self._outlet_flow_while_running(c, state, dry_counts=p.fully_settled)
@@ -274,14 +274,18 @@ class SanitaryDischargeDetector:
         b.balance = Balance(b.pit_l, lpm * b.run_s / 60.0)
         return self._judge(b, state)
 
-    def _dry_streak_block(self, c: PumpCycle, pit_l: float, state: SiteState) -> _Block | None:
+    def _dry_streak_block(
+        self, c: PumpCycle, pit_l: float, state: SiteState, *, settled: bool
+    ) -> _Block | None:
         """A run of cycles with no flowing outlet sample near any of them, improbable
         for this site when healthy, is a full diversion.
 
         A sparse outlet node catches a healthy run flowing only now and then: the
         share of cycles it does (learned while no finding is open, smoothed) says how
         unlikely a streak of dry cycles is. At ``DRY_STREAK_P`` the streak counts as
-        one block that sent nothing to the outlet.
+        one block that sent nothing to the outlet. A cycle whose pump restarted
+        before the pit settled does not count (it may only have refilled a line
+        that emptied back through a failed check valve).
         """
         window = state.outlet.between(c.before_ts, c.end_ts + self._line_lag(state))
         if not window:
@@ -292,6 +296,8 @@ class SanitaryDischargeDetector:
                 self._wet_seen.extend([False] * self._dry_streak + [True])
             self._dry_streak, self._dry_pit_l = 0, 0.0
             return None
+        if not settled:
+            return None  # restarted before riser water fell back: maybe only a refill
         self._dry_streak += 1
         self._dry_pit_l += pit_l
         if len(self._wet_seen) < CALIBRATION_MIN_BLOCKS * 2:
