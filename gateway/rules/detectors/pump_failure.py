@@ -66,6 +66,7 @@ class PumpFailureDetector:
         self._cause = ""
         self._since: datetime | None = None
         self._restored = False
+        self._healthy_at: datetime | None = None
 
     def restore(self) -> None:
         """Continue a finding restored from the store (held while it is re-judged)."""
@@ -85,9 +86,15 @@ class PumpFailureDetector:
             self._last_bad = s.ts
             if not self.active:
                 self.active, self._since, self._cause = True, s.ts, cause
-        elif self.active and (
-            self._last_bad is None or s.ts - self._last_bad >= PUMP_FAILURE_CLEAR_AFTER
-        ):
+        elif self._primary_draining(s, state):
+            self._healthy_at = s.ts
+        # Clears only once the primary pump itself has drained the pit again: a
+        # backup pump lowering the level does not mend the primary (no flapping).
+        healthy_again = self._healthy_at is not None and (
+            self._last_bad is None or self._healthy_at > self._last_bad
+        )
+        quiet = self._last_bad is None or s.ts - self._last_bad >= PUMP_FAILURE_CLEAR_AFTER
+        if self.active and not cause and healthy_again and quiet:
             self.active, self._since = False, None
             return INACTIVE
         if not self.active:
@@ -127,6 +134,13 @@ class PumpFailureDetector:
         if stall is not None and not cold_enough_for_ice(state, s.ts):
             return "pump runs but the pit does not drain"
         return ""
+
+    @staticmethod
+    def _primary_draining(s: PitSample, state: SiteState) -> bool:
+        """The primary pump runs and the level has clearly fallen since its start."""
+        start = state.cycles.run_start_level
+        noise = 3.0 * state.cycles.level_noise_cm() + 1.0
+        return s.pump_on and start is not None and s.level_cm < start - max(2.0, noise)
 
     @staticmethod
     def _no_start_cm(state: SiteState) -> float:
