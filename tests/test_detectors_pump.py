@@ -17,16 +17,16 @@ def _rules(events: list) -> list[str]:  # type: ignore[type-arg]
     return sorted({f.rule_id for f in opened(events)})
 
 
-def test_dead_pump_raises_high_water_once() -> None:
+def test_dead_pump_raises_high_water_once_beside_the_pump_failure() -> None:
     site = make_site()
     sim = MiniSump(site, START, faults=Faults(pump_dead=True), noise=0.5)
     events = feed(engine_for(site), sim.run(3 * 3600))
-    (f,) = opened(events)
-    assert f.rule_id == "high_water"
+    assert _rules(events) == ["high_water", "pump_failure"]
+    (f,) = opened(events, "high_water")
     assert f.severity is Severity.CRITICAL  # pump off with water above the alarm mark
     assert f.evidence["level_cm"] >= site.pit.alarm_cm
     assert f.evidence["pump"] == "off"
-    assert sum(e.change is FindingChange.OPENED for e in events) == 1
+    assert sum(e.change is FindingChange.OPENED for e in events) == 2
 
 
 def test_high_water_clears_when_the_pump_works_again() -> None:
@@ -36,9 +36,8 @@ def test_high_water_clears_when_the_pump_works_again() -> None:
     feed(engine, sim.run(2 * 3600))
     sim.faults.pump_dead = False
     events = feed(engine, sim.run(1800))
-    assert [e.finding.rule_id for e in events if e.change is FindingChange.CLEARED] == [
-        "high_water"
-    ]
+    cleared = [e.finding.rule_id for e in events if e.change is FindingChange.CLEARED]
+    assert sorted(cleared) == ["high_water", "pump_failure"]
 
 
 def test_stuck_float_raises_continuous_run_not_high_water() -> None:
@@ -103,3 +102,40 @@ def test_stuck_float_holding_the_level_at_the_mark_with_a_starved_outlet() -> No
     (f,) = opened(feed(engine, sim.run(1800)))
     assert f.rule_id == "continuous_run"
     assert f.evidence["outlet_starved"] is True
+
+
+def test_slowly_leaking_check_valve_raises_short_cycling() -> None:
+    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=11.0)
+    sim = MiniSump(site, START, faults=Faults(check_valve_leak_lpm=6.0), noise=0.5)
+    events = feed(engine_for(site), sim.run(4 * 3600))
+    assert opened(events, "short_cycling")
+    assert opened(events, "sanitary_discharge") == []
+
+
+def test_rain_raising_the_start_rate_is_not_short_cycling() -> None:
+    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=11.0)
+    engine = engine_for(site)
+    sim = MiniSump(site, START, noise=0.5, inflow_lpm=5.0)
+    events = feed(engine, sim.run(3 * 3600))
+    # A storm builds over an hour and a half to a start a minute, then recedes.
+    storm = [5.0 * 1.3**k for k in range(11)] + [80.0 / 1.3**k for k in range(1, 11)]
+    for inflow in storm:
+        sim.inflow_lpm = inflow
+        events += feed(engine, sim.run(600))
+    assert opened(events, "short_cycling") == []
+
+
+def test_leak_too_slow_for_the_pit_shows_on_a_riser_tap_losing_its_column() -> None:
+    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=25.0)
+    sim = MiniSump(
+        site, START, faults=Faults(check_valve_leak_lpm=4.0), noise=0.5, pressure_tap="riser"
+    )
+    events = feed(engine_for(site), sim.run(4 * 3600))
+    assert opened(events, "short_cycling")
+    assert opened(events, "sanitary_discharge") == []
+
+
+def test_riser_tap_holding_its_column_is_no_leak() -> None:
+    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=25.0)
+    sim = MiniSump(site, START, noise=1.0, pressure_tap="riser", inflow_jitter=0.1)
+    assert opened(feed(engine_for(site), sim.run(6 * 3600))) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 
 import pytest
@@ -109,3 +110,62 @@ def test_local_law_uses_its_default_season_marked_as_default() -> None:
     (f,) = opened(_icing(kw, WINTER, air_c=3.0), "icing_risk")
     assert f.evidence["season"] == "Nov 15 - Apr 15 (default)"
     assert [c.section for c in f.citations] == ["H", "existing-discharge A(2)"]
+
+
+# --- frozen line decided by the pit, icing without flapping (issue 14) -----------
+
+
+def test_frozen_line_with_a_riser_tap_is_found_from_the_pit() -> None:
+    site = make_site(destination="storm_lateral", outlet_node={"pressure_tap": "riser"})
+    sim = MiniSump(
+        site, WINTER, faults=Faults(frozen=True), pressure_tap="riser", pipe_c=-4.0, air_c=-12.0
+    )
+    events = feed(engine_for(site), sim.run(1800))
+    (f,) = opened(events, "frozen_line")
+    assert f.evidence["pit_level_cm"] >= f.evidence["level_at_run_start_cm"] - 3
+    assert opened(events, "sanitary_discharge") == []
+
+
+def test_a_line_blocked_in_july_is_not_ice() -> None:
+    site = make_site(destination="storm_lateral")
+    sim = MiniSump(site, SUMMER, faults=Faults(frozen=True), pipe_c=22.0, air_c=25.0)
+    events = feed(engine_for(site), sim.run(1800))
+    assert opened(events, "frozen_line") == []
+    assert opened(events, "pump_failure")  # the pump moves no water: that is reported
+
+
+def test_outlet_pressure_without_flow_while_the_pit_drains_is_not_a_frozen_line() -> None:
+    # Riser tap, every litre to a floor drain, in frost: pressure and no flow, pit empties.
+    site = make_site(destination="storm_lateral")
+    sim = MiniSump(
+        site, WINTER, faults=Faults(sanitary_share=1.0), pressure_tap="riser",
+        pipe_c=-1.0, air_c=-6.0,
+    )  # fmt: skip
+    assert opened(feed(engine_for(site), sim.run(3 * 3600)), "frozen_line") == []
+
+
+def test_icing_level_does_not_flap_with_air_noise_around_zero() -> None:
+    site = make_site(**NEAR)  # type: ignore[arg-type]
+    sim = MiniSump(site, WINTER, air_c=0.2, air_noise_c=0.6, inflow_lpm=6.0, seed=7)
+    events = feed(engine_for(site), sim.run(12 * 3600))
+    icing = [e for e in events if e.finding.rule_id == "icing_risk"]
+    assert [e.change for e in icing].count(FindingChange.OPENED) == 1
+    levels = [e.finding.level for e in icing]
+    switches = sum(1 for a, b in itertools.pairwise(levels) if a != b)
+    assert switches <= 2  # watch -> warning (-> violation), never back and forth
+
+
+def test_icing_returns_to_watch_only_after_a_real_thaw() -> None:
+    site = make_site(**NEAR)  # type: ignore[arg-type]
+    engine = engine_for(site)
+    sim = MiniSump(site, WINTER, air_c=-3.0, inflow_lpm=6.0)
+    feed(engine, sim.run(3 * 3600))
+    sim.air_c = 0.5  # above 0 but not a thaw
+    brief = feed(engine, sim.run(3600))
+    assert {e.finding.level for e in brief if e.finding.rule_id == "icing_risk"} <= {
+        "warning",
+        "violation",
+    }
+    sim.air_c = 4.0  # a real thaw
+    later = feed(engine, sim.run(2 * 3600))
+    assert [e.finding.level for e in later if e.finding.rule_id == "icing_risk"][-1] == "watch"

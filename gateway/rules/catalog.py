@@ -2,79 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from gateway.rules.detectors.base import RuleInfo
+from gateway.rules.detectors.registry import DETECTORS
 from gateway.rules.pack import RulePack
 
-RULE_IDS = (
-    "sanitary_discharge",
-    "icing_risk",
-    "frozen_line",
-    "high_water",
-    "continuous_run",
-    "short_cycling",
-    "sensor_silent",
-)
+#: Every rule id, in the registry's order (each detector module holds its wording).
+RULE_IDS: tuple[str, ...] = tuple(d.rule_id for d in DETECTORS)
 
+CATALOG: dict[str, RuleInfo] = {d.rule_id: d.info for d in DETECTORS}
 
-@dataclass(frozen=True, slots=True)
-class RuleInfo:
-    """Fixed wording of one rule."""
-
-    rule_id: str
-    title: str
-    action: str
-
-
-CATALOG: dict[str, RuleInfo] = {
-    r.rule_id: r
-    for r in (
-        RuleInfo(
-            "sanitary_discharge",
-            "Sump water is going into the sanitary sewer",
-            "Your pump runs and the pit empties, but the water never reaches the outdoor "
-            "discharge line. Look for a hose or pipe from the sump to a floor drain, laundry "
-            "tub or cleanout, remove it, and let the water leave through the outdoor line.",
-        ),
-        RuleInfo(
-            "icing_risk",
-            "Sump discharge may ice a walkway or the street",
-            "Turn or extend the outlet so the water soaks into the lawn away from the walk "
-            "and street, and check the walk for ice (salt or sand it).",
-        ),
-        RuleInfo(
-            "frozen_line",
-            "The sump discharge line looks frozen",
-            "The pump is pushing against a blocked line. Open the winter relief outlet or "
-            "remove the outdoor extension, thaw the line (warm water, heat tape), and watch "
-            "the pit level until water flows again.",
-        ),
-        RuleInfo(
-            "high_water",
-            "High water in the sump pit",
-            "Check that the pump has power (breaker, GFCI outlet) and runs. If the pit "
-            "keeps rising, start a backup pump or call a plumber now to avoid a flood.",
-        ),
-        RuleInfo(
-            "continuous_run",
-            "The sump pump keeps running with the pit empty",
-            "The float switch is probably stuck. Free the float or unplug and re-plug the "
-            "pump; a pump that runs dry overheats and fails.",
-        ),
-        RuleInfo(
-            "short_cycling",
-            "Water falls back into the pit after every pump cycle",
-            "The check valve on the discharge line is failing or missing. Have it replaced; "
-            "the extra starts wear out the pump.",
-        ),
-        RuleInfo(
-            "sensor_silent",
-            "A sensor has stopped reporting",
-            "Check the sensor's power, batteries and Wi-Fi. Until it reports again we "
-            "cannot watch this part of the sump.",
-        ),
-    )
-}
+__all__ = ["CATALOG", "RULE_IDS", "RuleInfo", "action_for"]
 
 
 def action_for(rule_id: str, pack: RulePack | None) -> str:

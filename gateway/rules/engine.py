@@ -5,6 +5,10 @@ go in, :class:`FindingEvent` s come out. One open finding per (site, rule): it
 opens once, is updated while the condition holds (an event only when its level
 or severity changes, or every ``REFRESH_EVERY``), and clears when it ends.
 
+Each site has one :class:`SiteMonitor`: the shared per-site state and one
+instance of every detector of ``detectors/registry.py``, fed by stream (the
+detector contract is in ``detectors/base.py``).
+
 Detectors use device time (``Reading.ts``). A reading whose ``ts`` is not newer
 than the last one seen from its node (QoS 1 redelivery, duplicate, late
 out-of-order message) is ignored, as are readings of unknown sites. Sensor
@@ -27,135 +31,86 @@ from gateway.domain import (
     FindingChange,
     FindingEvent,
     Reading,
-    Severity,
     StatusChange,
 )
 from gateway.registry.models import SiteConfig, SiteRegistry
 from gateway.rules.catalog import CATALOG, action_for
 from gateway.rules.detectors.base import (
     AirSample,
+    Arrival,
+    Detector,
+    Event,
     OutletSample,
     PitSample,
     SiteContext,
     SiteState,
     Verdict,
-    iso,
+    stream_of,
 )
-from gateway.rules.detectors.pump import (
-    ContinuousRunDetector,
-    HighWaterDetector,
-    ShortCyclingDetector,
-)
-from gateway.rules.detectors.sanitary import SanitaryDischargeDetector
-from gateway.rules.detectors.weather import FrozenLineDetector, IcingRiskDetector
+from gateway.rules.detectors.registry import build
 from gateway.rules.pack import RulePack
 from gateway.rules.thresholds import ICING_WINDOW, REFRESH_EVERY
 
-SILENT_RULE = "sensor_silent"
+
+def _event(r: Reading) -> PitSample | OutletSample | AirSample | None:
+    """The detector event of a validated reading (None when it lacks a needed value)."""
+    if r.kind is NodeKind.PIT:
+        level, pump = r.number("level_cm"), r.values.get("pump_on")
+        if level is None or pump is None:
+            return None
+        backup = bool(r.values.get("backup_pump_on"))
+        return PitSample(r.ts, level, bool(pump), backup, r.number("pump_current_a"))
+    if r.kind is NodeKind.DISCHARGE:
+        flow, pressure, temp = (r.number(k) for k in ("flow_lpm", "pressure_kpa", "pipe_temp_c"))
+        if flow is None or pressure is None or temp is None:
+            return None
+        return OutletSample(r.ts, flow, pressure, temp)
+    if r.kind is NodeKind.AIR:
+        temp = r.number("air_temp_c")
+        return None if temp is None else AirSample(r.ts, temp)
+    return None
 
 
 class SiteMonitor:
-    """The detectors and state of one site."""
+    """The detectors and shared state of one site; dispatches events by stream."""
 
     def __init__(self, site: SiteConfig, pack: RulePack | None, silence_factor: float) -> None:
         self.site = site
-        self.state = SiteState(SiteContext(site, pack), ICING_WINDOW + timedelta(minutes=5))
-        self.sanitary = SanitaryDischargeDetector()
-        self.icing = IcingRiskDetector(self.state)
-        self.frozen = FrozenLineDetector()
-        self.high_water = HighWaterDetector()
-        self.continuous = ContinuousRunDetector()
-        self.short_cycling = ShortCyclingDetector()
-        self.silence_factor = silence_factor
+        ctx = SiteContext(site, pack, silence_factor)
+        self.state = SiteState(ctx, ICING_WINDOW + timedelta(minutes=5))
+        self._detectors = build(self.state)
         self.last_ts: dict[str, datetime] = {}
-        self.last_heard: dict[str, datetime] = {}
-        self.offline: set[str] = set()
-        self.watch_from: datetime | None = None
 
-    def detectors(self) -> Mapping[str, Any]:
-        """Detector objects by rule id (for restore)."""
-        return {
-            d.rule_id: d
-            for d in (
-                self.sanitary,
-                self.icing,
-                self.frozen,
-                self.high_water,
-                self.continuous,
-                self.short_cycling,
-            )
-        }
+    def detectors(self) -> Mapping[str, Detector]:
+        """Detector objects by rule id."""
+        return {d.rule_id: d for d in self._detectors}
+
+    def dispatch(self, event: Event, at: datetime) -> list[tuple[str, Verdict, datetime]]:
+        """Feed one event to every detector consuming its stream."""
+        stream = stream_of(event)
+        out: list[tuple[str, Verdict, datetime]] = []
+        for d in self._detectors:
+            if stream in d.streams:
+                verdict = d.feed(event, self.state)
+                if verdict is not None:
+                    out.append((d.rule_id, verdict, at))
+        return out
 
     def on_reading(self, r: Reading) -> list[tuple[str, Verdict, datetime]]:
         """Feed one fresh reading; the verdicts it produced, with their data time."""
+        event = _event(r)
+        if event is None:
+            return []
+        ended = self.state.update(event)
         out: list[tuple[str, Verdict, datetime]] = []
-
-        def add(rule_id: str, verdict: Verdict | None) -> None:
-            if verdict is not None:
-                out.append((rule_id, verdict, r.ts))
-
-        state = self.state
-        if r.kind is NodeKind.PIT:
-            level, pump = r.number("level_cm"), r.values.get("pump_on")
-            if level is None or pump is None:
-                return out
-            current = r.number("pump_current_a")
-            s = PitSample(r.ts, level, bool(pump), bool(r.values.get("backup_pump_on")), current)
-            cycle = state.cycles.add(s)
-            add("high_water", self.high_water.on_pit(s, state))
-            add("continuous_run", self.continuous.on_pit(s, state))
-            if cycle is not None:
-                self.sanitary.add_cycle(cycle)
-                self.short_cycling.add_cycle(cycle, s)
-            add("short_cycling", self.short_cycling.on_pit(s, state))
-            add("sanitary_discharge", self.sanitary.poll(r.ts, state))
-        elif r.kind is NodeKind.DISCHARGE:
-            flow, pressure, temp = (
-                r.number(k) for k in ("flow_lpm", "pressure_kpa", "pipe_temp_c")
-            )
-            if flow is None or pressure is None or temp is None:
-                return out
-            o = OutletSample(r.ts, flow, pressure, temp)
-            state.outlet.add(o)
-            add("frozen_line", self.frozen.on_outlet(o, state))
-            add("sanitary_discharge", self.sanitary.poll(r.ts, state))
-            add("icing_risk", self.icing.evaluate(r.ts, state))
-        elif r.kind is NodeKind.AIR:
-            temp = r.number("air_temp_c")
-            if temp is None:
-                return out
-            state.air = AirSample(r.ts, temp)
-            add("icing_risk", self.icing.evaluate(r.ts, state))
+        if ended is not None:
+            out.extend(self.dispatch(ended, r.ts))
+        out.extend(self.dispatch(event, r.ts))
         return out
 
-    def silence(self, now: datetime) -> Verdict:
-        """Which nodes are silent at ``now`` (arrival clock)."""
-        if self.watch_from is None:
-            self.watch_from = now
-        silent: list[dict[str, Any]] = []
-        for node in self.site.nodes:
-            heard = self.last_heard.get(node.id)
-            limit = timedelta(seconds=node.interval_s * self.silence_factor)
-            since = heard or self.watch_from
-            if node.id in self.offline or now - since > limit:
-                silent.append(
-                    {
-                        "node_id": node.id,
-                        "kind": node.kind.value,
-                        "status": "offline" if node.id in self.offline else "silent",
-                        "last_heard": iso(heard),
-                        "interval_s": node.interval_s,
-                        "silent_for_s": int((now - since).total_seconds()),
-                    }
-                )
-        if not silent:
-            return Verdict(False)
-        return Verdict(
-            True,
-            Severity.WARNING,
-            "offline" if any(n["status"] == "offline" for n in silent) else "silent",
-            {"nodes": silent, "silence_factor": self.silence_factor},
-        )
+    def arrival(self, now: datetime, kind: str) -> list[tuple[str, Verdict, datetime]]:
+        """Arrival-clock event (heard, status, tick)."""
+        return self.dispatch(Arrival(now, kind), now)
 
 
 class RulesEngine:
@@ -179,20 +134,14 @@ class RulesEngine:
         if mon is None:
             return []
         # Any message is a sign of life, even one whose data we then ignore.
-        mon.last_heard[reading.node_id] = reading.received_at
-        mon.offline.discard(reading.node_id)
+        mon.state.last_heard[reading.node_id] = reading.received_at
+        mon.state.offline.discard(reading.node_id)
         last = mon.last_ts.get(reading.node_id)
         if last is not None and reading.ts <= last:
             return []  # redelivery, duplicate or late message: already judged
         mon.last_ts[reading.node_id] = reading.ts
-        events: list[FindingEvent] = []
-        for rule_id, verdict, at in mon.on_reading(reading):
-            events.extend(self._apply(mon, rule_id, verdict, at))
-        if (reading.site_id, SILENT_RULE) in self._open:
-            events.extend(
-                self._apply(mon, SILENT_RULE, mon.silence(reading.received_at), reading.received_at)
-            )
-        return events
+        verdicts = mon.on_reading(reading) + mon.arrival(reading.received_at, "heard")
+        return self._apply_all(mon, verdicts)
 
     def on_heard(self, site_id: str, node_id: str, received_at: datetime) -> list[FindingEvent]:
         """A message from a node arrived but was refused (dead letter): it is alive.
@@ -203,10 +152,8 @@ class RulesEngine:
         mon = self._monitor(site_id)
         if mon is None or mon.site.node(node_id) is None:
             return []
-        mon.last_heard[node_id] = received_at
-        if (site_id, SILENT_RULE) not in self._open:
-            return []
-        return self._apply(mon, SILENT_RULE, mon.silence(received_at), received_at)
+        mon.state.last_heard[node_id] = received_at
+        return self._apply_all(mon, mon.arrival(received_at, "heard"))
 
     def on_status(self, status: StatusChange) -> list[FindingEvent]:
         """A node's retained online/offline message."""
@@ -214,10 +161,10 @@ class RulesEngine:
         if mon is None or mon.site.node(status.node_id) is None:
             return []
         if status.online:
-            mon.offline.discard(status.node_id)
+            mon.state.offline.discard(status.node_id)
         else:
-            mon.offline.add(status.node_id)
-        return self._apply(mon, SILENT_RULE, mon.silence(status.received_at), status.received_at)
+            mon.state.offline.add(status.node_id)
+        return self._apply_all(mon, mon.arrival(status.received_at, "status"))
 
     def tick(self, now: datetime) -> list[FindingEvent]:
         """Check every site for silent sensors at ``now``."""
@@ -225,7 +172,7 @@ class RulesEngine:
         for site in self.registry:
             mon = self._monitor(site.id)
             assert mon is not None
-            events.extend(self._apply(mon, SILENT_RULE, mon.silence(now), now))
+            events.extend(self._apply_all(mon, mon.arrival(now, "tick")))
         return events
 
     def restore(self, findings: Iterable[Finding]) -> None:
@@ -241,7 +188,7 @@ class RulesEngine:
             self._emitted[key] = f.updated_at
             detector = mon.detectors().get(f.rule_id)
             if detector is not None:
-                detector.restore_active()
+                detector.restore()
 
     def open_findings(self) -> list[Finding]:
         """Every open finding held in memory."""
@@ -258,6 +205,14 @@ class RulesEngine:
             mon = SiteMonitor(site, self.packs.get(site.jurisdiction), self.silence_factor)
             self._monitors[site_id] = mon
         return mon
+
+    def _apply_all(
+        self, mon: SiteMonitor, verdicts: list[tuple[str, Verdict, datetime]]
+    ) -> list[FindingEvent]:
+        events: list[FindingEvent] = []
+        for rule_id, verdict, at in verdicts:
+            events.extend(self._apply(mon, rule_id, verdict, at))
+        return events
 
     def _apply(
         self, mon: SiteMonitor, rule_id: str, verdict: Verdict, at: datetime

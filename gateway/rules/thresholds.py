@@ -31,6 +31,9 @@ MIN_PUMP_FLOW_LPM = 30.0
 #: No residential sump pump drains a pit faster than this (a 1/2 hp pump at low head):
 #: used to bound when a run started and stopped from the levels at its samples.
 MAX_PUMP_LPM = 300.0
+#: The fastest a pump drains its pit, as a multiple of its learned rate (a hose to a
+#: floor drain faces less head than the line).
+SURE_RATE_FACTOR = 1.5
 #: Safety margin inside that bounded run, s (level noise, clock jitter).
 SURE_MARGIN_S = 2.0
 
@@ -69,6 +72,25 @@ BACKFLOW_JUDGE_AFTER = timedelta(minutes=10)
 #: Smallest backflow rise counted, and the share of the line's volume expected back.
 BACKFLOW_MIN_CM = 1.5
 BACKFLOW_LINE_SHARE = 0.4
+#: Backflow is at most the line's contents: an excess above this share of the
+#: (registered, so +-20 %) line volume is inflow changing, not backflow.
+BACKFLOW_MAX_LINE_SHARE = 1.5
+#: A tap whose learned running pressure is at least this sits on the riser (an
+#: outlet tap reads ~0 on an open line). Behind a good check valve it holds the
+#: static column while the pump is off; a drop (median of the first third of the
+#: off period's readings to that of the last) of COLUMN_DROP_SHARE of the running
+#: pressure, at least COLUMN_DROP_MIN_KPA, is water leaking back.
+RISER_TAP_MIN_KPA = 10.0
+COLUMN_DROP_SHARE = 0.15
+COLUMN_DROP_MIN_KPA = 4.0
+#: A period with a single sample between stop and restart is judged against the
+#: inflow of an earlier period only if that was measured this recently.
+FALLBACK_RATE_MAX_AGE = timedelta(minutes=15)
+#: The late part of an off period (where the inflow rate is fitted) starts at this
+#: share of it: a leaking valve's riser has drained by then, rain has not changed.
+BACKFLOW_LATE_FROM = 0.6
+#: An excess is a difference of fitted levels and a minimum: this many noise sigmas.
+BACKFLOW_NOISE_SIGMAS = 5.0
 #: The float stops the pump at the registered off mark; a lowest level this far
 #: below it means the real mark is lower and the level is used instead.
 OFF_MARK_TOLERANCE_CM = 3.0
@@ -121,3 +143,89 @@ DEFAULT_ICING_DISTANCE_FT = 10.0
 #: An open finding is re-emitted (UPDATED) at most this often unless its level
 #: or severity changes; otherwise it is updated silently in memory.
 REFRESH_EVERY = timedelta(minutes=15)
+
+# --- cold weather (shared by frozen line and icing risk) -------------------------
+#: Freezing at or below FREEZING_C; thawed only once the air has stayed above
+#: THAW_AIR_C for THAW_FOR (hysteresis: sensor noise around 0 C changes nothing).
+THAW_AIR_C = 1.0
+#: A line can hold ice when the pipe wall at the outlet is at or below this, or the
+#: air has been freezing for COLD_AIR_FOR (a buried or shaded section freezes first).
+COLD_PIPE_C = 1.0
+COLD_AIR_FOR = timedelta(hours=3)
+#: A pipe reading older than this says nothing about the line now.
+PIPE_MAX_AGE = timedelta(minutes=15)
+
+# --- a run that does not drain the pit (pump failure or blocked line) -------------
+#: A run is judged stalled once it has lasted this long over at least STALL_SAMPLES
+#: pit samples: a normal run empties the float band in 15-70 s.
+STALL_AFTER = timedelta(seconds=120)
+STALL_SAMPLES = 3
+#: Stalled: the pump's effective drain (level fall rate + inflow) is under this share
+#: of the site's learned drain rate, or under STALL_MIN_CM_S before one is learned
+#: (30 L/min in an 18 in basin is ~0.3 cm/s; a stall moves ~nothing).
+STALL_SHARE = 0.25
+STALL_MIN_CM_S = 0.06
+#: Outlet flow at or above FLOW_PRESENT_LPM in this window means the pump moves water.
+STALL_OUTLET_WINDOW = timedelta(seconds=60)
+
+# --- pump failure -----------------------------------------------------------------
+#: Level above the on mark (the higher of the registered and the learned one) by
+#: this margin (or a quarter of the float band), for NO_START_FOR, with the pump off.
+NO_START_MARGIN_CM = 5.0
+NO_START_FOR = timedelta(seconds=120)
+#: A motor running draws amps; under this the commanded pump is not turning.
+NO_CURRENT_A = 0.3
+#: The site's pump must have been seen drawing at least this before "no current" counts.
+RUNNING_CURRENT_A = 1.0
+NO_CURRENT_FOR = timedelta(seconds=30)
+#: The finding clears once none of the signatures has held for this long.
+PUMP_FAILURE_CLEAR_AFTER = timedelta(minutes=5)
+
+# --- sanitary diversion (per-site water balance) ---------------------------------
+#: Physical prior on a healthy site's outlet/pit ratio: the registered diameter may
+#: be +-15 % off (area +-32 %: 0.76-1.47), and a run shorter than two sample
+#: intervals is timed only to an interval (a steady phase between cycles and
+#: samples can bias a site's ratio by up to 2x either way; calibration absorbs a
+#: steady bias, the band must admit it). Blocks outside it never calibrate.
+HEALTHY_RATIO_LOW = 0.5
+HEALTHY_RATIO_HIGH = 2.0
+#: ... and while no run has been timed by two on-samples (runs shorter than the pit
+#: interval are timed by midpoints: a steady phase can make them read 2/3 short).
+HEALTHY_RATIO_LOW_UNTIMED = 0.4
+#: Before calibration the share is judged against the lowest healthy ratio.
+PRIOR_RATIO = 0.55
+#: Blocks calibrate the site's normal ratio once this many clean ones are seen.
+CALIBRATION_MIN_BLOCKS = 4
+CALIBRATION_KEEP = 25
+#: A block pools observed cycles until BLOCK_MIN_RUN_SAMPLES outlet samples fell
+#: inside their runs, or BLOCK_MAX_CYCLES: one cycle when sampling is dense.
+BLOCK_MIN_RUN_SAMPLES = 1
+#: ... and, while runs are untimed (shorter than the pit interval), until the pit
+#: saw this many runs (their run time is then an unbiased sum, not one guess).
+BLOCK_MIN_SEEN_UNTIMED = 2
+BLOCK_MAX_CYCLES = 8
+#: Smallest diversion share the product must detect; the CUSUM reference is half of it.
+MIN_DIVERSION_SHARE = 0.25
+CUSUM_REFERENCE = MIN_DIVERSION_SHARE / 2
+#: Open when the CUSUM of shares exceeds max(CUSUM_H_MIN, CUSUM_H_SIGMA x scatter).
+CUSUM_H_MIN = 0.6
+CUSUM_H_SIGMA = 6.0
+#: Per-block share scatter is never taken below this (geometry, timing).
+SCATTER_FLOOR = 0.08
+#: Clearing: the downward CUSUM exceeds the same height AND no block has looked
+#: diverted (share >= DIVERTED_LOOKING) for SANITARY_CLEAR_AFTER.
+DIVERTED_LOOKING = 0.2
+SANITARY_CLEAR_AFTER = timedelta(minutes=30)
+#: A cycle counts only if it ended near the off mark (a blocked line never gets
+#: there) and moved at least this share of the registered band volume.
+CYCLE_END_TOLERANCE_CM = 5.0
+MIN_BAND_SHARE = 0.4
+#: An outlet flowing within this share of its calibrated rate while running is not
+#: diverted: a volume deficit up to the line's volume is then a refill (leak-back).
+RATE_NORMAL_SHARE = 0.12
+#: A cycle whose estimated inflow during the run is over this share of the pumped
+#: volume (a storm the pump barely keeps up with) is not judged: that inflow is
+#: known only from the fills before it and dominates the balance.
+MAX_INFLOW_SHARE = 0.5
+#: Outlet flow that reaches the node after the pit's end-of-cycle sample (line lag).
+OUTLET_LAG_MIN = timedelta(seconds=20)

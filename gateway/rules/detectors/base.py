@@ -1,6 +1,15 @@
-"""What every detector shares: a verdict type, the site context, and the two
-derived streams several detectors need (pump cycles from the pit node, outlet
-samples and discharged volume from the discharge node)."""
+"""The detector contract and what every detector shares.
+
+A detector is one object per (site, rule): it declares the streams it consumes
+(``Stream``), is fed the events of those streams with the site's shared state,
+and answers a :class:`Verdict` (or None: nothing new). The engine dispatches from
+the registry in ``detectors/registry.py``; nothing else knows the detectors.
+
+The shared state (``SiteState``) holds the derived streams several detectors
+read: pump cycles and the inflow rate from the pit node, outlet samples, volume
+and pressure baselines from the discharge node, and the cold-weather state. The
+water balance of a cycle lives in ``gateway/rules/physics.py``.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +18,35 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from enum import StrEnum
+from typing import Any, ClassVar, Protocol
 
 from gateway.domain import Severity
 from gateway.registry.models import SiteConfig
 from gateway.rules.pack import RulePack
-from gateway.rules.thresholds import BACKFLOW_WINDOW, FLOW_PRESENT_LPM, UNSEEN_CYCLE_DROP_CM
+from gateway.rules.thresholds import (
+    BACKFLOW_WINDOW,
+    FLOW_ABSENT_LPM,
+    FLOW_PRESENT_LPM,
+    FREEZING_C,
+    THAW_AIR_C,
+    THAW_FOR,
+    UNSEEN_CYCLE_DROP_CM,
+)
 
 CM3_PER_L = 1000.0
 #: Pump starts are remembered this long (evidence: starts in the last hour).
 STARTS_KEPT = timedelta(hours=2)
 M_PER_IN = 0.0254
+
+
+@dataclass(frozen=True, slots=True)
+class RuleInfo:
+    """Fixed homeowner wording of one rule (the catalog entry)."""
+
+    rule_id: str
+    title: str
+    action: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +67,15 @@ INACTIVE = Verdict(False)
 
 @dataclass(frozen=True, slots=True)
 class SiteContext:
-    """The static facts about a site that detectors use."""
+    """The static facts about a site that detectors use.
+
+    Registry facts may be unknown (None): each property falls back, explicitly,
+    to a typical residential value, never to a guess presented as recorded.
+    """
 
     site: SiteConfig
     pack: RulePack | None
+    silence_factor: float = 6.0
 
     @property
     def pit_area_cm2(self) -> float:
@@ -54,6 +86,10 @@ class SiteContext:
         """Water volume in a level difference."""
         return level_cm * self.pit_area_cm2 / CM3_PER_L
 
+    def cm(self, litres: float) -> float:
+        """Level difference of a water volume."""
+        return litres * CM3_PER_L / self.pit_area_cm2
+
     @property
     def line_volume_l(self) -> float:
         """Water the discharge line holds when full (falls back without a check valve)."""
@@ -61,6 +97,28 @@ class SiteContext:
         diameter_in, length_m, _rise = self.site.installation.line_geometry
         radius_m = diameter_in * M_PER_IN / 2
         return math.pi * radius_m**2 * length_m * 1000.0
+
+    @property
+    def band_l(self) -> float:
+        """Registered volume between the float marks (one normal cycle, roughly)."""
+        pit = self.site.pit
+        return self.litres(pit.pump_on_cm - pit.pump_off_cm)
+
+    @property
+    def pressure_tap(self) -> str | None:
+        """Where the discharge node's pressure tap sits, None when not recorded."""
+        from gateway.contract import NodeKind  # local: keeps base import-light
+
+        node = self.site.node_of_kind(NodeKind.DISCHARGE)
+        return None if node is None else node.pressure_tap
+
+    def waived(self, rule_id: str, ts: datetime) -> bool:
+        """A waiver covers ``rule_id`` at instant ``ts`` AND the pack's rule has a waiver
+        clause (a pack without one, e.g. L.L. 6-2024, honours no waiver)."""
+        if self.pack is None or self.pack.rule(rule_id).waiver_citation is None:
+            return False
+        tz = self.site.tz
+        return any(w.rule == rule_id and w.covers_at(ts, tz) for w in self.site.waivers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +158,9 @@ class PumpCycle:
     #: Levels at the first and last sample with the pump on (seen cycles).
     first_on_level_cm: float | None = None
     last_on_level_cm: float | None = None
+    #: Levels at the samples just before and just after the run (seen cycles).
+    before_level_cm: float | None = None
+    end_level_cm: float | None = None
 
     @property
     def drop_cm(self) -> float:
@@ -129,6 +190,48 @@ class CycleTracker:
         self._fill_from: PitSample | None = None
         self.last_end: datetime | None = None
         self._diffs: deque[float] = deque(maxlen=60)
+        #: Level of the last pump-off sample before each seen start (the real on
+        #: mark sits just above these: registered marks are never exact).
+        self.start_levels: deque[float] = deque(maxlen=12)
+        #: Level the current run started from (highest of the sample before and the first on).
+        self.run_start_level: float | None = None
+        #: Inflow rate when the current run started (cm/s).
+        self.run_fill_rate: float = 0.0
+        #: Pit drain rates of finished normal cycles, cm/s (pump flow / pit area).
+        self.drain_rates: deque[float] = deque(maxlen=15)
+        #: Lowest level of recent cycles (where the float really stops the pump).
+        self.lows: deque[float] = deque(maxlen=12)
+        #: Net level fall rate while pumping (cm/s), from runs with two on-samples or more.
+        self.net_rates: deque[float] = deque(maxlen=15)
+
+    def net_rate_cm_s(self) -> float | None:
+        """Net fall rate while pumping: the median of runs with two on-samples or more,
+        None before 3 (a run shorter than the pit interval never shows it)."""
+        if len(self.net_rates) < 3:
+            return None
+        ordered = sorted(self.net_rates)
+        return ordered[len(ordered) // 2]
+
+    def off_level_cm(self, registered_cm: float, tolerance_cm: float) -> float:
+        """Where the float stops the pump: the lowest recent low (a sparse pit node
+        often sees the level only after riser water fell back) raised by 1.5 noise
+        sigmas (the minimum of a dozen noisy samples reads low), capped by the
+        registered mark plus its tolerance (registered marks are a few cm off)."""
+        cap = registered_cm + tolerance_cm
+        if not self.lows:
+            return cap
+        return min(min(self.lows) + 1.5 * self.level_noise_cm(), cap)
+
+    def learned_on_cm(self) -> float | None:
+        """Highest level the pump was recently seen to wait for before starting."""
+        return max(self.start_levels) if len(self.start_levels) >= 3 else None
+
+    def drain_rate_cm_s(self) -> float | None:
+        """Median rate a normal run drains the pit (pump flow), None before 3 runs."""
+        if len(self.drain_rates) < 3:
+            return None
+        ordered = sorted(self.drain_rates)
+        return ordered[len(ordered) // 2]
 
     def level_noise_cm(self) -> float:
         """Level sensor noise (1 sigma), from consecutive pump-off samples.
@@ -142,6 +245,11 @@ class CycleTracker:
         mid = ordered[len(ordered) // 2]
         dev = sorted(abs(d - mid) for d in ordered)
         return 1.4826 * dev[len(dev) // 2] / math.sqrt(2)
+
+    @property
+    def run_samples(self) -> int:
+        """Pit samples with the pump on in the current run."""
+        return len(self._run)
 
     @property
     def running_since(self) -> datetime | None:
@@ -168,6 +276,7 @@ class CycleTracker:
             if s.pump_on:
                 self._run = [s]
                 self._before = s
+                self.run_start_level = s.level_cm
             else:
                 self._fill_from = s
             return None
@@ -177,6 +286,10 @@ class CycleTracker:
                 self._before = prev
                 self.starts.append(s.ts)
                 self._close_fill(prev)
+                if not prev.pump_on:
+                    self.start_levels.append(prev.level_cm)
+                self.run_start_level = max(prev.level_cm, s.level_cm)
+                self.run_fill_rate = self.fill_rate_cm_s()
             else:
                 self._run.append(s)
             return None
@@ -185,7 +298,8 @@ class CycleTracker:
             self._run = []
             self._fill_from = None
             self.last_end = s.ts
-            return PumpCycle(
+            self.run_start_level = None
+            cycle = PumpCycle(
                 before_ts=before.ts,
                 first_on_ts=run[0].ts,
                 last_on_ts=run[-1].ts,
@@ -195,7 +309,15 @@ class CycleTracker:
                 seen=True,
                 first_on_level_cm=run[0].level_cm,
                 last_on_level_cm=run[-1].level_cm,
+                before_level_cm=before.level_cm,
+                end_level_cm=s.level_cm,
             )
+            self.lows.append(cycle.low_level_cm)
+            self._learn_rates(cycle)
+            seconds = cycle.est_duration.total_seconds()
+            if seconds > 0 and cycle.drop_cm > 0:
+                self.drain_rates.append(cycle.drop_cm / seconds + self.fill_rate_cm_s())
+            return cycle
         if prev.level_cm - s.level_cm >= UNSEEN_CYCLE_DROP_CM:
             # The pump ran between two samples: a cycle shorter than the interval.
             self.starts.append(s.ts)
@@ -208,6 +330,12 @@ class CycleTracker:
         if self._fill_from is None and settled:
             self._fill_from = s
         return None
+
+    def _learn_rates(self, c: PumpCycle) -> None:
+        first, last = c.first_on_level_cm, c.last_on_level_cm
+        span = (c.last_on_ts - c.first_on_ts).total_seconds()
+        if first is not None and last is not None and span > 0 and first > last:
+            self.net_rates.append((first - last) / span)
 
     def _close_fill(self, last_off: PitSample) -> None:
         start = self._fill_from
@@ -224,18 +352,22 @@ class CycleTracker:
 
 
 class OutletHistory:
-    """Recent outlet samples and discharged volume (sample-and-hold integration)."""
+    """Recent outlet samples, discharged volume (sample-and-hold integration) and the
+    site's learned pressure baselines (idle and running into an open line)."""
 
     def __init__(self, interval_s: float, keep_samples: timedelta, keep_volume: timedelta) -> None:
         self.samples: deque[OutletSample] = deque()
         self._volumes: deque[tuple[datetime, float]] = deque()
+        self._gaps: deque[datetime] = deque(maxlen=20)
         self._keep_samples = keep_samples
         self._keep_volume = keep_volume
         #: A gap longer than this is not integrated (the node was silent).
-        self._max_gap = timedelta(seconds=max(3 * interval_s, 30.0))
+        self.max_gap = timedelta(seconds=max(3 * interval_s, 30.0))
         self.interval_s = interval_s
         self.last: OutletSample | None = None
         self._flows: deque[float] = deque(maxlen=50)
+        self._running_kpa: deque[float] = deque(maxlen=40)
+        self._idle_kpa: deque[float] = deque(maxlen=40)
 
     def peak_flow_lpm(self) -> float | None:
         """Highest recent outlet flow while pumping, None before any is seen."""
@@ -243,22 +375,35 @@ class OutletHistory:
 
     def typical_flow_lpm(self) -> float | None:
         """Median outlet flow while pumping (learned), None before any is seen."""
-        if len(self._flows) < 3:
-            return None
-        ordered = sorted(self._flows)
-        return ordered[len(ordered) // 2]
+        return _median(self._flows) if len(self._flows) >= 3 else None
 
-    def add(self, s: OutletSample) -> None:
+    def running_kpa(self) -> float | None:
+        """Learned pressure while water flows out normally (static lift + friction at
+        a riser tap, ~0 at an outlet tap); None before 5 such samples."""
+        return _median(self._running_kpa) if len(self._running_kpa) >= 5 else None
+
+    def idle_kpa(self) -> float | None:
+        """Learned pressure with the pump off (a riser tap holds the static column
+        behind a good check valve); None before 5 such samples."""
+        return _median(self._idle_kpa) if len(self._idle_kpa) >= 5 else None
+
+    def add(self, s: OutletSample, pump_on: bool | None) -> None:
         """Record a sample; integrate the flow since the previous one."""
         prev, self.last = self.last, s
         self.samples.append(s)
         if s.flow_lpm >= FLOW_PRESENT_LPM:
             self._flows.append(s.flow_lpm)
+            if pump_on:
+                self._running_kpa.append(s.pressure_kpa)
+        elif pump_on is False and s.flow_lpm < FLOW_ABSENT_LPM:
+            self._idle_kpa.append(s.pressure_kpa)
         if prev is not None:
             gap = s.ts - prev.ts
-            if gap <= self._max_gap:
+            if gap <= self.max_gap:
                 mean_lpm = (prev.flow_lpm + s.flow_lpm) / 2
                 self._volumes.append((s.ts, mean_lpm * gap.total_seconds() / 60.0))
+            else:
+                self._gaps.append(s.ts)
         while self.samples and self.samples[0].ts < s.ts - self._keep_samples:
             self.samples.popleft()
         while self._volumes and self._volumes[0][0] < s.ts - self._keep_volume:
@@ -272,11 +417,52 @@ class OutletHistory:
         """Litres discharged at the outlet since ``start`` (within the kept window)."""
         return sum(v for t, v in self._volumes if t > start)
 
+    def volume_between(self, start: datetime, end: datetime) -> float | None:
+        """Litres integrated over ``(start, end]``; None when the node was silent in it
+        (a gap, or no sample yet at or after ``end``)."""
+        if self.last is None or self.last.ts < end:
+            return None
+        first = self.samples[0].ts if self.samples else end
+        if first > start or any(start < g <= end + self.max_gap for g in self._gaps):
+            return None
+        return sum(v for t, v in self._volumes if start < t <= end)
+
+
+def _median(values: deque[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
 
 @dataclass(frozen=True, slots=True)
 class AirSample:
     ts: datetime
     air_temp_c: float
+
+
+class FreezeState:
+    """Freezing air with hysteresis: freezing at <= 0 C, thawed only after the air has
+    stayed above +1 C for ``THAW_FOR`` (a sensor dithering around 0 C changes nothing)."""
+
+    def __init__(self) -> None:
+        self.freezing = False
+        self.since: datetime | None = None
+        self._warm_since: datetime | None = None
+
+    def update(self, s: AirSample) -> None:
+        """Feed one air sample."""
+        if s.air_temp_c <= FREEZING_C:
+            self._warm_since = None
+            if not self.freezing:
+                self.freezing, self.since = True, s.ts
+            return
+        if s.air_temp_c > THAW_AIR_C:
+            self._warm_since = self._warm_since or s.ts
+        if self.freezing and self._warm_since is not None and s.ts - self._warm_since >= THAW_FOR:
+            self.freezing, self.since = False, None
+
+    def frozen_for(self, now: datetime) -> timedelta:
+        """How long it has been freezing at ``now`` (zero when not)."""
+        return now - self.since if self.freezing and self.since is not None else timedelta(0)
 
 
 class SiteState:
@@ -292,11 +478,99 @@ class SiteState:
             node.interval_s if node else 10.0, timedelta(minutes=30), keep_volume
         )
         self.air: AirSample | None = None
+        self.freeze = FreezeState()
+        #: Arrival bookkeeping for sensor silence (arrival clock, not device time).
+        self.last_heard: dict[str, datetime] = {}
+        self.offline: set[str] = set()
+        self.watch_from: datetime | None = None
 
     @property
     def pit(self) -> PitSample | None:
         """The latest pit sample."""
         return self.cycles.last
+
+    def update(self, event: Event) -> CycleEnd | None:
+        """Fold one data event into the shared streams; a finished cycle, if any."""
+        if isinstance(event, PitSample):
+            cycle = self.cycles.add(event)
+            return None if cycle is None else CycleEnd(cycle, event)
+        if isinstance(event, OutletSample):
+            pit = self.cycles.last
+            recent = pit is not None and abs(event.ts - pit.ts) <= timedelta(seconds=45)
+            self.outlet.add(event, pit.pump_on if recent and pit is not None else None)
+        elif isinstance(event, AirSample):
+            self.air = event
+            self.freeze.update(event)
+        return None
+
+
+# --- the contract ---------------------------------------------------------------
+
+
+class Stream(StrEnum):
+    """What a detector can consume."""
+
+    PIT = "pit"  # every pit sample (after the shared streams are updated)
+    OUTLET = "outlet"  # every discharge-node sample
+    AIR = "air"  # every air sample
+    CYCLE = "cycle"  # a pump cycle just ended
+    STATUS = "status"  # a node's online/offline message, or any message arriving
+    TICK = "tick"  # the clock (wall clock live, data time in replay)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleEnd:
+    """A pump cycle has ended at ``first_off`` (the first sample with the pump off)."""
+
+    cycle: PumpCycle
+    first_off: PitSample
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """Arrival-clock event: a node's message or status arrived, or the clock ticked.
+
+    ``kind`` is "heard" (a message arrived), "status" (online/offline) or "tick".
+    """
+
+    now: datetime
+    kind: str
+
+
+Event = PitSample | OutletSample | AirSample | CycleEnd | Arrival
+
+
+def stream_of(event: Event) -> Stream:
+    """The stream an event belongs to."""
+    if isinstance(event, PitSample):
+        return Stream.PIT
+    if isinstance(event, OutletSample):
+        return Stream.OUTLET
+    if isinstance(event, AirSample):
+        return Stream.AIR
+    if isinstance(event, CycleEnd):
+        return Stream.CYCLE
+    return Stream.TICK if event.kind == "tick" else Stream.STATUS
+
+
+class Detector(Protocol):
+    """One rule at one site. Built with the site's state: ``cls(state)``."""
+
+    rule_id: ClassVar[str]
+    info: ClassVar[RuleInfo]
+    streams: ClassVar[frozenset[Stream]]
+    #: True while the detector holds its finding open.
+    active: bool
+
+    def __init__(self, state: SiteState) -> None: ...
+
+    def feed(self, event: Event, state: SiteState) -> Verdict | None:
+        """Judge one event of a consumed stream; None means nothing new to say."""
+        ...
+
+    def restore(self) -> None:
+        """Continue a finding restored from the store (after a restart)."""
+        ...
 
 
 def iso(ts: datetime | None) -> str | None:

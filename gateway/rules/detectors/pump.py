@@ -6,35 +6,47 @@ time and on the pit's own marks from the registry.
 
 from __future__ import annotations
 
-import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import ClassVar
 
 from gateway.domain import Severity
 from gateway.rules.detectors.base import (
     INACTIVE,
+    CycleEnd,
+    Event,
+    OutletSample,
     PitSample,
     PumpCycle,
+    RuleInfo,
     SiteState,
+    Stream,
     Verdict,
     iso,
     r1,
 )
 from gateway.rules.thresholds import (
     BACKFLOW_JUDGE_AFTER,
+    BACKFLOW_LATE_FROM,
     BACKFLOW_LINE_SHARE,
+    BACKFLOW_MAX_LINE_SHARE,
     BACKFLOW_MIN_CM,
+    BACKFLOW_NOISE_SIGMAS,
     BACKFLOW_RATE_SPAN,
     BACKFLOW_WINDOW,
+    COLUMN_DROP_MIN_KPA,
+    COLUMN_DROP_SHARE,
     CONTINUOUS_AT_MARK_CM,
     CONTINUOUS_LOW_FOR,
     CONTINUOUS_LOW_LEVEL_MARGIN_CM,
     CONTINUOUS_MIN_RUN,
     CONTINUOUS_STARVED_SHARE,
+    FALLBACK_RATE_MAX_AGE,
     HIGH_WATER_CLEAR_MARGIN_CM,
     HIGH_WATER_SAMPLES,
     OFF_MARK_TOLERANCE_CM,
+    RISER_TAP_MIN_KPA,
     SHORT_CYCLE_CLEAR_MAX,
     SHORT_CYCLE_TO_OPEN,
     SHORT_CYCLE_WINDOW,
@@ -44,21 +56,31 @@ from gateway.rules.thresholds import (
 class HighWaterDetector:
     """Level at or above the alarm mark on consecutive samples."""
 
-    rule_id = "high_water"
+    rule_id: ClassVar[str] = "high_water"
+    info: ClassVar[RuleInfo] = RuleInfo(
+        "high_water",
+        "High water in the sump pit",
+        "Check that the pump has power (breaker, GFCI outlet) and runs. If the pit "
+        "keeps rising, start a backup pump or call a plumber now to avoid a flood.",
+    )
+    streams: ClassVar[frozenset[Stream]] = frozenset({Stream.PIT})
 
-    def __init__(self) -> None:
+    def __init__(self, state: SiteState) -> None:
         self.active = False
         self._above = 0
         self._below = 0
         self._peak = 0.0
         self._since: datetime | None = None
 
-    def restore_active(self) -> None:
+    def restore(self) -> None:
         """Continue a finding restored from the store."""
         self.active = True
 
-    def on_pit(self, s: PitSample, state: SiteState) -> Verdict | None:
+    def feed(self, event: Event, state: SiteState) -> Verdict | None:
         """Judge one pit sample."""
+        if not isinstance(event, PitSample):
+            return None
+        s = event
         pit = state.ctx.site.pit
         if s.level_cm >= pit.alarm_cm:
             self._above += 1
@@ -105,19 +127,29 @@ class ContinuousRunDetector:
     shows neither: its outlet flows at full rate.
     """
 
-    rule_id = "continuous_run"
+    rule_id: ClassVar[str] = "continuous_run"
+    info: ClassVar[RuleInfo] = RuleInfo(
+        "continuous_run",
+        "The sump pump keeps running with the pit empty",
+        "The float switch is probably stuck. Free the float or unplug and re-plug the "
+        "pump; a pump that runs dry overheats and fails.",
+    )
+    streams: ClassVar[frozenset[Stream]] = frozenset({Stream.PIT})
 
-    def __init__(self) -> None:
+    def __init__(self, state: SiteState) -> None:
         self.active = False
         self._below_since: datetime | None = None
         self._at_since: datetime | None = None
 
-    def restore_active(self) -> None:
+    def restore(self) -> None:
         """Continue a finding restored from the store."""
         self.active = True
 
-    def on_pit(self, s: PitSample, state: SiteState) -> Verdict | None:
+    def feed(self, event: Event, state: SiteState) -> Verdict | None:
         """Judge one pit sample."""
+        if not isinstance(event, PitSample):
+            return None
+        s = event
         pit = state.ctx.site.pit
         below = s.pump_on and s.level_cm <= pit.pump_off_cm - CONTINUOUS_LOW_LEVEL_MARGIN_CM
         at = s.pump_on and s.level_cm <= pit.pump_off_cm + CONTINUOUS_AT_MARK_CM
@@ -169,28 +201,56 @@ class ContinuousRunDetector:
 class _Pending:
     cycle: PumpCycle
     samples: list[PitSample]
+    #: Line pressure with the pump off (a riser tap holds the column behind a good valve).
+    pressures: list[float] = field(default_factory=list)
+
+
+def _fit(samples: list[PitSample]) -> tuple[float, float]:
+    """Least-squares level rate (cm/s) and the fitted level at the first sample."""
+    t0 = samples[0].ts
+    xs = [(x.ts - t0).total_seconds() for x in samples]
+    ys = [x.level_cm for x in samples]
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
+    return slope, my - slope * mx
 
 
 class ShortCyclingDetector:
-    """Water falling back from the riser after each stop: a failed check valve.
+    """Water flowing back from the riser after each stop: a failed or leaking check valve.
 
-    After a normal stop the level rises at the groundwater inflow rate. Without a
-    working check valve the line's contents fall back within seconds: a fast
-    early rise of about line volume / pit area (or up to the on mark, restarting
-    the pump), then the inflow rate again. The detector compares the rise in the
-    first ``BACKFLOW_WINDOW`` after the stop with the inflow rate measured later
-    in the same fill (or, when the pump restarts too soon, the recent inflow).
+    After a normal stop the level rises at the groundwater inflow rate, steadily.
+    Water standing in the riser that passes the check valve comes back into the
+    pit: at once (a failed valve: a fast rise in the first seconds) or over minutes
+    (a leaking valve: the riser empties slowly, the rise is front-loaded while the
+    head above the valve is high). Either way the returned volume is at most the
+    line's, whatever the weather. Rain raises the inflow for hours, evenly over an
+    off period, and does not front-load it. So each off period is judged by its
+    *excess*: the level reached at the start of its late part (the last
+    ``1 - BACKFLOW_LATE_FROM`` of the period, where any riser has drained) above the
+    run's low level plus the late inflow rate (a least-squares fit of the late
+    samples) carried back to the stop. A period cut short by a restart is judged
+    at the restart against the last inflow that could be measured.
     """
 
-    rule_id = "short_cycling"
+    rule_id: ClassVar[str] = "short_cycling"
+    info: ClassVar[RuleInfo] = RuleInfo(
+        "short_cycling",
+        "Water falls back into the pit after every pump cycle",
+        "The check valve on the discharge line is failing or missing. Have it replaced; "
+        "the extra starts wear out the pump.",
+    )
+    streams: ClassVar[frozenset[Stream]] = frozenset({Stream.PIT, Stream.CYCLE, Stream.OUTLET})
 
-    def __init__(self) -> None:
+    def __init__(self, state: SiteState) -> None:
         self.active = False
         self._pending: _Pending | None = None
         self._judged: deque[float] = deque(maxlen=SHORT_CYCLE_WINDOW)
-        self._late_rate: float | None = None
+        #: The last inflow rate fitted on a period's late part: (when, cm/s).
+        self._rate: tuple[datetime, float] | None = None
 
-    def restore_active(self) -> None:
+    def restore(self) -> None:
         """Continue a finding restored from the store."""
         self.active = True
 
@@ -198,22 +258,30 @@ class ShortCyclingDetector:
         """Backflow rise that counts, from the line's volume and the pit's area.
 
         Never more than 60 % of the float band: the backflow cannot lift the level
-        above the on mark without restarting the pump.
+        above the on mark without restarting the pump. Never under the level
+        noise's reach on a difference of fitted levels.
         """
         pit = state.ctx.site.pit
-        expected = state.ctx.line_volume_l * 1000.0 / state.ctx.pit_area_cm2
+        expected = state.ctx.cm(state.ctx.line_volume_l)
         band = pit.pump_on_cm - pit.pump_off_cm
-        # A backflow estimate is a difference of two noisy levels: 3 sigma of it.
-        noise = 3.0 * math.sqrt(2.0) * state.cycles.level_noise_cm()
+        noise = BACKFLOW_NOISE_SIGMAS * state.cycles.level_noise_cm()
         return max(BACKFLOW_MIN_CM, min(BACKFLOW_LINE_SHARE * expected, 0.6 * band), noise)
 
-    def add_cycle(self, cycle: PumpCycle, first_off: PitSample) -> None:
-        """Watch the level after a stop."""
-        self._pending = _Pending(cycle, [first_off]) if cycle.seen else None
-
-    def on_pit(self, s: PitSample, state: SiteState) -> Verdict | None:
-        """Collect the fill after a stop; judge it at the restart or after a while."""
-        p = self._pending
+    def feed(self, event: Event, state: SiteState) -> Verdict | None:
+        """Watch the level after a stop; judge it at the restart or after a while."""
+        if isinstance(event, CycleEnd):
+            c = event.cycle
+            self._pending = _Pending(c, [event.first_off]) if c.seen else None
+            return None
+        if isinstance(event, OutletSample):
+            p = self._pending
+            settled = p is not None and event.ts - p.cycle.end_ts >= BACKFLOW_WINDOW / 5
+            if p is not None and settled and not p.samples[-1].pump_on:
+                p.pressures.append(event.pressure_kpa)
+            return None
+        if not isinstance(event, PitSample):
+            return None
+        s, p = event, self._pending
         if p is None or s.ts <= p.samples[-1].ts:
             return None
         p.samples.append(s)  # a restart sample counts: the level reached the on mark
@@ -222,41 +290,69 @@ class ShortCyclingDetector:
             return self._judge(p, s, state)
         return None
 
-    def _judge(self, p: _Pending, now: PitSample, state: SiteState) -> Verdict | None:
-        pit = state.ctx.site.pit
-        stop = (
-            p.cycle.last_on_ts
-        )  # the pump stopped after this sample: inflow time is an upper bound
-        settled = [
-            x for x in p.samples if not x.pump_on and x.ts - p.cycle.end_ts >= BACKFLOW_WINDOW
-        ]
-        if len(settled) >= 2 and settled[-1].ts - settled[0].ts >= BACKFLOW_RATE_SPAN:
-            # Inflow from the level's rise once any backflow is over.
-            rate = (settled[-1].level_cm - settled[0].level_cm) / (
-                settled[-1].ts - settled[0].ts
-            ).total_seconds()
-            self._late_rate = max(rate, 0.0)
-            anchor = settled[0]
+    def _excess(self, p: _Pending, state: SiteState) -> float | None:
+        """Front-loaded rise of one off period over its late inflow, cm."""
+        stop = p.cycle.last_on_ts  # the pump stopped after this sample
+        off = [x for x in p.samples if not x.pump_on]
+        end = p.samples[-1].ts
+        late_from = p.cycle.end_ts + max(
+            BACKFLOW_WINDOW, (end - p.cycle.end_ts) * BACKFLOW_LATE_FROM
+        )
+        late = [x for x in off if x.ts >= late_from]
+        if len(late) >= 3 and late[-1].ts - late[0].ts >= BACKFLOW_RATE_SPAN:
+            rate, anchor_level = _fit(late)
+            anchor_ts = late[0].ts
+            self._rate = (late[-1].ts, max(rate, 0.0))
+        elif len(settled := [x for x in off if x.ts - p.cycle.end_ts >= BACKFLOW_WINDOW]) >= 2 and (
+            settled[-1].ts - settled[0].ts >= BACKFLOW_RATE_SPAN
+        ):
+            # Restarted too soon to fit a late part: the samples of this same period
+            # once any backflow is over.
+            rate, anchor_level = _fit(settled)
+            anchor_ts = settled[0].ts
         else:
-            # Restarted too soon to measure: the inflow of the last fill that could.
-            known = self._late_rate
-            if known is None and state.cycles.fill_rates:
-                known = state.cycles.fill_rate_cm_s()
-            if known is None:
-                return None  # no inflow estimate: cannot tell backflow from inflow
-            rate = known
-            anchor = p.samples[-1]  # the restart sample: the level reached the on mark
-        # The float stops the pump at the registered off mark. The lowest level seen
-        # can be higher (sampled after the stop, or after the backflow itself), so
-        # it is only trusted when it shows the real mark sits lower.
-        reference = pit.pump_off_cm
-        if p.cycle.low_level_cm < reference - OFF_MARK_TOLERANCE_CM:
-            reference = p.cycle.low_level_cm
-        backflow = anchor.level_cm - reference - rate * (anchor.ts - stop).total_seconds()
-        self._judged.append(backflow)
+            # Restarted before this period could show its inflow: that of a recent
+            # period, if recent enough that the weather has not changed (rain does).
+            if self._rate is None or end - self._rate[0] > FALLBACK_RATE_MAX_AGE:
+                return None
+            rate = self._rate[1]
+            anchor_level, anchor_ts = p.samples[-1].level_cm, p.samples[-1].ts
+        # A sparse pit node may only see the level after the backflow: the off mark
+        # is read from the recent runs (``CycleTracker.off_level_cm``).
+        pit = state.ctx.site.pit
+        reference = state.cycles.off_level_cm(pit.pump_off_cm, OFF_MARK_TOLERANCE_CM)
+        excess = anchor_level - reference - max(rate, 0.0) * (anchor_ts - stop).total_seconds()
+        # What comes back is at most the line's contents (registered length may be
+        # 20 % off): a larger excess is the inflow changing (rain), not backflow.
+        line_cm = state.ctx.cm(state.ctx.line_volume_l)
+        noise = BACKFLOW_NOISE_SIGMAS * state.cycles.level_noise_cm()
+        return None if excess > BACKFLOW_MAX_LINE_SHARE * line_cm + noise else excess
+
+    @staticmethod
+    def _column_lost(p: _Pending, state: SiteState) -> bool:
+        """A riser tap (one that reads the lift while water flows out) held the column
+        after the stop and lost it before the restart: the valve lets it back."""
+        running = state.outlet.running_kpa()
+        n = len(p.pressures)
+        if running is None or running < RISER_TAP_MIN_KPA or n < 6:
+            return False
+        # Medians of the first and last thirds: single readings are noisy (+-1-2 kPa).
+        first, last = sorted(p.pressures[: n // 3]), sorted(p.pressures[-(n // 3) :])
+        drop = first[len(first) // 2] - last[len(last) // 2]
+        return drop >= max(COLUMN_DROP_MIN_KPA, COLUMN_DROP_SHARE * running)
+
+    def _judge(self, p: _Pending, now: PitSample, state: SiteState) -> Verdict | None:
         threshold = self.threshold_cm(state)
+        backflow = self._excess(p, state)
+        if self._column_lost(p, state):
+            # The pit may not show a slow leak; the riser's pressure does.
+            backflow = max(backflow or 0.0, threshold)
+        if backflow is None:
+            return None
+        self._judged.append(backflow)
         hits = sum(1 for b in self._judged if b >= threshold)
-        if not self.active and hits >= SHORT_CYCLE_TO_OPEN:
+        mean = sum(self._judged) / len(self._judged)
+        if not self.active and hits >= SHORT_CYCLE_TO_OPEN and mean >= threshold:
             self.active = True
         elif self.active and hits <= SHORT_CYCLE_CLEAR_MAX and len(self._judged) >= 2:
             self.active = False
@@ -271,6 +367,7 @@ class ShortCyclingDetector:
                 "backflow_cm_last_cycles": [r1(b) for b in self._judged],
                 "backflow_threshold_cm": r1(threshold),
                 "backflow_l_last": r1(state.ctx.litres(backflow)),
+                "line_volume_l": r1(state.ctx.line_volume_l),
                 "starts_last_hour": state.cycles.starts_within(now.ts, timedelta(hours=1)),
                 "registered_check_valve": inst.check_valve,
             },

@@ -1,264 +1,520 @@
-"""Sanitary-sewer discharge: the pit says water was pumped, the outlet did not see it.
+"""Sanitary-sewer discharge: the pit says water was pumped away, the outlet did not
+see all of it.
 
-Per pump cycle: pit volume = level drop x pit area + inflow during the run;
-outlet volume = mean outlet flow while the pump certainly ran x run time. A
-cycle is *unaccounted* when the outlet saw under 30 % of it with the line not
-pressurised (a blocked line is the frozen-line detector's case). Consecutive
-unaccounted cycles open the finding; consecutive accounted ones clear it. Inside
-an active waiver for ``sanitary_discharge`` the discharge is lawful: no finding.
+Per pump cycle the water balance (``physics``): pumped = level fall to the settled
+level x pit area + inflow over the span; outlet = integral of the outlet flow over
+the run (nearest sample). A run that no outlet sample fell inside is unobserved and
+left out (never "dry"). Cycles pool into *blocks* until ``BLOCK_MIN_RUN_SAMPLES``
+outlet samples fell inside their runs (one cycle when sampling is dense), so a
+sparse outlet node still weighs the water fairly.
+
+Each site's normal outlet/pit ratio is calibrated from its own clean blocks (pit
+diameter and float marks are never exact: a healthy ratio can be 0.7 or 1.4), only
+from blocks inside the physical prior (``HEALTHY_RATIO_LOW..HIGH``), so a site
+diverting most of its water from the first cycle cannot teach itself that this is
+normal. Before calibration the share is judged against the lowest healthy ratio.
+
+Diverted share per block = 1 - ratio / normal. A one-sided CUSUM of the shares
+(reference half the smallest share to catch, height scaled by the site's measured
+scatter) opens the finding: within a few blocks for >= 50 %, within ~10 for 25 %.
+It clears only when the downward CUSUM has the same weight of clean blocks AND no
+block has looked diverted for ``SANITARY_CLEAR_AFTER``: one finding per episode of
+an intermittent diversion, no flapping inside it, and a new one for the next.
+
+A cycle counts only if it ended near the off mark: a blocked or frozen line never
+drains the pit (that is the frozen-line / pump-failure case, decided from the pit,
+not from pressure: a riser tap reads the lift even when all the water goes down a
+hose). Water falling back from the riser returns to the pit before the settled
+level is read, so a leaking check valve is not a diversion. A waiver for this rule
+is honoured only where the pack's rule has a waiver clause.
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
+from typing import Any, ClassVar
 
 from gateway.domain import Severity
-from gateway.rules.detectors.base import INACTIVE, PumpCycle, SiteState, Verdict, iso, r1
+from gateway.rules.detectors.base import (
+    INACTIVE,
+    CycleEnd,
+    Event,
+    OutletSample,
+    PitSample,
+    PumpCycle,
+    RuleInfo,
+    SiteState,
+    Stream,
+    Verdict,
+    iso,
+    r1,
+)
+from gateway.rules.physics import Balance, pit_pump_lpm, pumped_litres, run_span, sure_run
 from gateway.rules.thresholds import (
-    ACCOUNTED_RATIO,
-    FLOW_ABSENT_LPM,
+    BACKFLOW_WINDOW,
+    BLOCK_MAX_CYCLES,
+    BLOCK_MIN_RUN_SAMPLES,
+    BLOCK_MIN_SEEN_UNTIMED,
+    CALIBRATION_KEEP,
+    CALIBRATION_MIN_BLOCKS,
+    CUSUM_H_MIN,
+    CUSUM_H_SIGMA,
+    CUSUM_REFERENCE,
+    CYCLE_END_TOLERANCE_CM,
+    DIVERTED_LOOKING,
     FLOW_PRESENT_LPM,
-    MAX_PUMP_LPM,
+    HEALTHY_RATIO_HIGH,
+    HEALTHY_RATIO_LOW,
+    HEALTHY_RATIO_LOW_UNTIMED,
+    MAX_INFLOW_SHARE,
+    MIN_BAND_SHARE,
     MIN_CYCLE_VOLUME_L,
-    MIN_LINE_FILL,
     MIN_PUMP_FLOW_LPM,
-    P_CATCH_MAX,
-    P_CATCH_SURE,
-    PRESSURE_BLOCKED_KPA,
-    SANITARY_CYCLES_TO_CLEAR,
-    SANITARY_CYCLES_TO_OPEN,
-    SANITARY_EVIDENCE_TO_OPEN,
-    SURE_MARGIN_S,
-    UNACCOUNTED_RATIO,
+    OUTLET_LAG_MIN,
+    PRIOR_RATIO,
+    RATE_NORMAL_SHARE,
+    SANITARY_CLEAR_AFTER,
+    SCATTER_FLOOR,
 )
 
 RULE_ID = "sanitary_discharge"
-#: Outlet samples may arrive a little after the pit's end-of-cycle sample.
-OUTLET_LAG = timedelta(seconds=5)
+#: Sure-run outlet samples on flowing runs before the site's own lag is trusted.
+LAG_LEARN_SAMPLES = 8
+LAG_MARGIN_S = 3.0
 #: Judge a cycle with what we have once the pit has moved on this far.
-GIVE_UP_AFTER = timedelta(minutes=3)
+GIVE_UP_AFTER = timedelta(minutes=5)
+#: A streak of dry cycles this improbable for the site when healthy is a diversion.
+DRY_STREAK_P = 1e-5
+#: Scatter assumed before the site's own is measured (conservative).
+DEFAULT_SCATTER = 0.1
 
 
-class CycleClass(StrEnum):
-    ACCOUNTED = "accounted"
-    UNACCOUNTED = "unaccounted"
-    INCONCLUSIVE = "inconclusive"
+@dataclass
+class _Pending:
+    cycle: PumpCycle
+    last_off: PitSample
+    settled: PitSample | None = None
+    #: False when the pump restarted before riser water could have fallen back.
+    fully_settled: bool = False
+
+
+@dataclass
+class _Block:
+    balance: Balance = field(default_factory=lambda: Balance(0.0, 0.0))
+    cycles: int = 0
+    end: datetime | None = None
+    in_run: int = 0
+    wet_flows: list[float] = field(default_factory=list)
+    samples: list[float] = field(default_factory=list)
+    pit_l: float = 0.0
+    run_s: float = 0.0
+    seen: int = 0
+    outlet_l: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
-class CycleJudgement:
-    """How one pump cycle's water balance came out."""
+class BlockResult:
+    """One judged block (for evidence)."""
 
-    cycle: PumpCycle
-    verdict: CycleClass
+    end: datetime
+    cycles: int
     pit_l: float
-    outlet_l: float | None
-    outlet_samples: int
-    reason: str
-    #: For an uncertain cycle: -log10 P(all its outlet samples dry | healthy line).
-    expected_hits: float = 0.0
+    outlet_l: float
+    share: float
 
-    @property
-    def ratio(self) -> float | None:
-        """Outlet volume / pit volume."""
-        if self.outlet_l is None or self.pit_l <= 0:
-            return None
-        return self.outlet_l / self.pit_l
-
-
-def judge_cycle(cycle: PumpCycle, state: SiteState) -> CycleJudgement:
-    """Classify one finished cycle from the pit's and the outlet's point of view."""
-    duration_s = cycle.est_duration.total_seconds()
-    inflow_cm = state.cycles.fill_rate_cm_s() * duration_s
-    pit_l = state.ctx.litres(cycle.drop_cm + inflow_cm)
-    window = state.outlet.between(cycle.before_ts, cycle.end_ts + OUTLET_LAG)
-    # Water reaches the outlet only once the pump has refilled the line; a sample
-    # taken before that shows no flow even on a healthy line. The fill is timed at
-    # the slower of the cycle's own flow and the flow learned at the outlet: a fill
-    # taken too short would call a healthy, still-filling line dry.
-    pump_lpm = pit_l / max(duration_s, 1.0) * 60.0
-    typical = state.outlet.typical_flow_lpm()
-    if typical is not None:
-        pump_lpm = min(pump_lpm, typical)
-    fill = timedelta(minutes=state.ctx.line_volume_l / max(pump_lpm, MIN_PUMP_FLOW_LPM))
-    start, stop = _sure_run(cycle, state)
-    margin = timedelta(seconds=SURE_MARGIN_S)
-    certain = (
-        state.outlet.between(start + max(MIN_LINE_FILL, fill) + margin, stop - margin)
-        if cycle.seen
-        else []
-    )
-
-    def result(kind: CycleClass, outlet_l: float | None, reason: str) -> CycleJudgement:
-        return CycleJudgement(cycle, kind, pit_l, outlet_l, len(certain), reason)
-
-    if pit_l < MIN_CYCLE_VOLUME_L:
-        return result(CycleClass.INCONCLUSIVE, None, "pump moved too little water to judge")
-    flow_seen = any(s.flow_lpm >= FLOW_PRESENT_LPM for s in window)
-    if not certain:
-        if flow_seen:
-            return result(CycleClass.ACCOUNTED, None, "outlet flowed during the run")
-        if not window or any(s.pressure_kpa >= PRESSURE_BLOCKED_KPA for s in window):
-            return result(CycleClass.INCONCLUSIVE, None, "outlet silent or line blocked")
-        # Sparse sampling: no sample surely inside the run. How many outlet samples
-        # should have caught it flowing? Pooled over cycles by the detector.
-        learned = state.outlet.typical_flow_lpm()
-        run = timedelta(seconds=pit_l / learned * 60.0 if learned else duration_s)
-        chances = [_p_catch(cycle, run, fill + margin, s.ts) for s in window]
-        if max(chances) >= P_CATCH_SURE:
-            # Pump start/stop reported on change pin the run down: a dry sample
-            # inside it is as good as a sure one.
-            return result(CycleClass.UNACCOUNTED, 0.0, "dry outlet sample inside the run")
-        evidence = sum(-math.log10(1.0 - min(p, P_CATCH_MAX)) for p in chances)
-        j = result(CycleClass.INCONCLUSIVE, None, "no outlet sample while the pump ran")
-        return CycleJudgement(cycle, j.verdict, pit_l, None, 0, j.reason, evidence)
-    mean_flow = sum(s.flow_lpm for s in certain) / len(certain)
-    outlet_l = mean_flow * duration_s / 60.0
-    ratio = outlet_l / pit_l
-    if mean_flow < FLOW_ABSENT_LPM and any(s.pressure_kpa >= PRESSURE_BLOCKED_KPA for s in certain):
-        return result(CycleClass.INCONCLUSIVE, outlet_l, "line pressurised without flow (blocked)")
-    if ratio < UNACCOUNTED_RATIO:
-        return result(CycleClass.UNACCOUNTED, outlet_l, "outlet did not see the pumped water")
-    if ratio >= ACCOUNTED_RATIO or flow_seen:
-        return result(CycleClass.ACCOUNTED, outlet_l, "outlet accounts for the water")
-    return result(CycleClass.INCONCLUSIVE, outlet_l, "partial outlet volume")
+    def as_evidence(self) -> dict[str, Any]:
+        return {
+            "end": iso(self.end),
+            "cycles": self.cycles,
+            "pit_l": r1(self.pit_l),
+            "outlet_l": r1(self.outlet_l),
+            "diverted_share": round(self.share, 2),
+        }
 
 
-def _sure_run(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime]:
-    """Latest start and earliest stop of the run that the pit's levels allow.
-
-    The pump starts at the on mark and stops at the off mark, and no pump drains
-    the pit faster than 1.5 x the highest flow seen at the outlet (a hose to a
-    drain faces less head than the line) or ``MAX_PUMP_LPM`` before any is seen.
-    So the level at the first on-sample bounds how long ago the run started, and
-    the level at the last on-sample how long it still ran. Erring late on the start
-    and early on the stop keeps every outlet sample in between inside the real run.
-    """
-    pit = state.ctx.site.pit
-    peak = state.outlet.peak_flow_lpm()
-    # A pump discharging down a hose faces less head than up the line: up to ~1.5x.
-    max_lpm = min(MAX_PUMP_LPM, 1.5 * peak) if peak else MAX_PUMP_LPM
-    cm_per_s = max_lpm / 60.0 / (state.ctx.pit_area_cm2 / 1000.0)
-    start, stop = cycle.first_on_ts, cycle.last_on_ts
-    if cycle.first_on_level_cm is not None:
-        back = max(0.0, pit.pump_on_cm - cycle.first_on_level_cm) / cm_per_s
-        start = max(cycle.before_ts, start - timedelta(seconds=back))
-    if cycle.last_on_level_cm is not None:
-        ahead = max(0.0, cycle.last_on_level_cm - pit.pump_off_cm) / cm_per_s
-        stop = min(cycle.end_ts, stop + timedelta(seconds=ahead))
-    return start, stop
-
-
-def _p_catch(cycle: PumpCycle, run: timedelta, fill: timedelta, t: datetime) -> float:
-    """Chance that an outlet sample at ``t`` falls while water leaves the outlet.
-
-    The run (length ``run``) started somewhere the pit samples allow: after the
-    last sample with the pump off, no later than the first with it on, and ending
-    between the last on-sample and the first off-sample. Taking the start as
-    uniform over that range, water is at the outlet during [start + fill, start +
-    run]; the sample catches it if start lies in [t - run, t - fill].
-    """
-    if cycle.seen:
-        lo = max(cycle.before_ts, cycle.last_on_ts - run)
-        hi = min(cycle.first_on_ts, cycle.end_ts - run)
-    else:
-        lo, hi = cycle.before_ts, cycle.end_ts - run
-    if hi < lo:  # the run estimate does not fit the samples: say nothing
-        return 0.0
-    span = (hi - lo).total_seconds()
-    a, b = max(lo, t - run), min(hi, t - fill)
-    if span < 1.0:
-        return 1.0 if a <= b else 0.0
-    return max(0.0, (b - a).total_seconds()) / span
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    return (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
 
 
 class SanitaryDischargeDetector:
-    """Stateful per-site detector of pumped water that never reaches the outlet."""
+    """Per-site water balance of pump cycles against the site's calibrated normal."""
 
-    rule_id = RULE_ID
+    rule_id: ClassVar[str] = RULE_ID
+    info: ClassVar[RuleInfo] = RuleInfo(
+        RULE_ID,
+        "Sump water is going into the sanitary sewer",
+        "Your pump runs and the pit empties, but not all the water reaches the outdoor "
+        "discharge line. Look for a hose or pipe from the sump to a floor drain, laundry "
+        "tub or cleanout (or a tee on the line), remove it, and let the water leave "
+        "through the outdoor line.",
+    )
+    streams: ClassVar[frozenset[Stream]] = frozenset({Stream.PIT, Stream.OUTLET, Stream.CYCLE})
 
-    def __init__(self) -> None:
+    def __init__(self, state: SiteState) -> None:
         self.active = False
-        self._pending: deque[PumpCycle] = deque()
-        self._recent: deque[CycleJudgement] = deque(maxlen=6)
-        self._streak_unaccounted = 0
-        self._streak_accounted = 0
-        self._evidence = 0.0
+        self._pending: deque[_Pending] = deque(maxlen=20)
+        self._block = _Block()
+        self._calib: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        #: The outlet's lag behind the pump: sure-run samples checked, latest dry one (s).
+        self._lag_checked = 0
+        self._integrated_to: datetime | None = None
+        #: Whether a flowing outlet sample fell near each recent clean cycle, and the
+        #: current streak of cycles without one.
+        self._wet_seen: deque[bool] = deque(maxlen=40)
+        self._dry_streak = 0
+        self._dry_pit_l = 0.0
+        self._lag_dry_s = 0.0
+        #: Outlet flow while running on clean blocks (the pump's normal rate out there).
+        self._calib_flow: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        self._up = 0.0
+        self._down = 0.0
+        self._last_diverted: datetime | None = None
+        self._recent: deque[BlockResult] = deque(maxlen=8)
+        self._episode = Balance(0.0, 0.0)
+        interval = state.outlet.interval_s
+        self._outlet_wait = max(OUTLET_LAG_MIN, timedelta(seconds=1.5 * interval))
 
-    def restore_active(self) -> None:
+    def restore(self) -> None:
         """Continue a finding restored from the store."""
         self.active = True
 
-    def add_cycle(self, cycle: PumpCycle) -> None:
-        """Queue a finished cycle until the outlet's samples for it have arrived."""
-        self._pending.append(cycle)
+    # -- streams ------------------------------------------------------------------
 
-    def poll(self, now: datetime, state: SiteState) -> Verdict | None:
-        """Judge the queued cycles whose outlet evidence is complete."""
+    def feed(self, event: Event, state: SiteState) -> Verdict | None:
+        """Queue cycles, settle them on pit samples, judge once the outlet caught up."""
+        if isinstance(event, CycleEnd):
+            self._pending.append(_Pending(event.cycle, event.first_off))
+            return None
+        if isinstance(event, PitSample):
+            self._settle(event)
+            return self._poll(event.ts, state)
+        if isinstance(event, OutletSample):
+            return self._poll(event.ts, state)
+        return None
+
+    def _settle(self, s: PitSample) -> None:
+        """The settled level: once riser water has fallen back, or the last off
+        sample before a restart."""
+        for p in self._pending:
+            if p.settled is not None or s.ts <= p.last_off.ts:
+                continue
+            if s.pump_on:
+                p.settled = p.last_off
+            elif s.ts - p.cycle.end_ts >= BACKFLOW_WINDOW:
+                p.settled, p.fully_settled = s, True
+            else:
+                p.last_off = s
+
+    def _poll(self, now: datetime, state: SiteState) -> Verdict | None:
         verdict: Verdict | None = None
-        outlet_ts = state.outlet.last.ts if state.outlet.last else None
         while self._pending:
-            cycle = self._pending[0]
-            ready = outlet_ts is not None and outlet_ts >= cycle.end_ts + OUTLET_LAG
-            if not ready and now - cycle.end_ts < GIVE_UP_AFTER:
+            p = self._pending[0]
+            last = state.outlet.last
+            caught_up = last is not None and last.ts >= p.cycle.end_ts + self._outlet_wait
+            if not (p.settled is not None and caught_up) and now - p.cycle.end_ts < GIVE_UP_AFTER:
                 break
             self._pending.popleft()
-            verdict = self._judge(judge_cycle(cycle, state), state) or verdict
+            verdict = self._add_cycle(p, state) or verdict
         return verdict
 
-    def _judge(self, j: CycleJudgement, state: SiteState) -> Verdict | None:
-        if j.verdict is CycleClass.INCONCLUSIVE and j.expected_hits <= 0:
+    # -- balance --------------------------------------------------------------------
+
+    def _add_cycle(self, p: _Pending, state: SiteState) -> Verdict | None:
+        c = p.cycle
+        settled = p.settled or p.last_off
+        pit_l = pumped_litres(
+            state,
+            c.start_level_cm,
+            settled.level_cm,
+            state.cycles.fill_rate_cm_s(),
+            (settled.ts - c.before_ts).total_seconds(),
+        )
+        pit = state.ctx.site.pit
+        drained = c.low_level_cm <= pit.pump_off_cm + CYCLE_END_TOLERANCE_CM
+        big = pit_l >= max(MIN_CYCLE_VOLUME_L, MIN_BAND_SHARE * state.ctx.band_l)
+        if not drained or not big:
+            return None  # blocked line (it never drains the pit) or float chatter
+        # In a storm the pump mostly moves the inflow during its run, and that inflow
+        # is only known from the fills before it: the balance says little then.
+        inflow_l = state.ctx.litres(
+            state.cycles.fill_rate_cm_s() * (settled.ts - c.before_ts).total_seconds()
+        )
+        if inflow_l > MAX_INFLOW_SHARE * pit_l:
             return None
-        if j.verdict is CycleClass.ACCOUNTED:
-            self._streak_accounted += 1
-            self._streak_unaccounted = 0
-            self._evidence = 0.0
-            if self._streak_accounted >= SANITARY_CYCLES_TO_CLEAR:
+        if self._outlet_clock_finer(state):
+            return self._add_integrated(c, pit_l, state)
+        streak = self._dry_streak_block(c, pit_l, state, settled=p.fully_settled)
+        if streak is not None:
+            return self._judge(streak, state)
+        flow = self._outlet_flow_while_running(c, state, dry_counts=p.fully_settled)
+        timed = state.cycles.net_rate_cm_s() is not None
+        if flow is None and timed:
+            return None  # no outlet sample tells this run's flow: unobserved, not dry
+        b = self._block
+        b.run_s += self._run_seconds(c, state, timed)
+        b.seen += c.seen
+        if flow is not None:
+            b.samples += flow
+            b.in_run += len(flow)
+        b.wet_flows = [x for x in b.samples if x >= FLOW_PRESENT_LPM]
+        b.pit_l += pit_l
+        b.cycles += 1
+        b.end = c.end_ts
+        enough = b.in_run >= BLOCK_MIN_RUN_SAMPLES and (timed or b.seen >= BLOCK_MIN_SEEN_UNTIMED)
+        if not enough and b.cycles < BLOCK_MAX_CYCLES:
+            return None
+        self._block = _Block()
+        if b.in_run == 0 or b.run_s <= 0:
+            return None  # the outlet or the pit never saw these runs: says nothing
+        lpm = _median(b.wet_flows) if b.wet_flows else sum(b.samples) / len(b.samples)
+        b.balance = Balance(b.pit_l, lpm * b.run_s / 60.0)
+        return self._judge(b, state)
+
+    def _dry_streak_block(
+        self, c: PumpCycle, pit_l: float, state: SiteState, *, settled: bool
+    ) -> _Block | None:
+        """A run of cycles with no flowing outlet sample near any of them, improbable
+        for this site when healthy, is a full diversion.
+
+        A sparse outlet node catches a healthy run flowing only now and then: the
+        share of cycles it does (learned while no finding is open, smoothed) says how
+        unlikely a streak of dry cycles is. At ``DRY_STREAK_P`` the streak counts as
+        one block that sent nothing to the outlet. A cycle whose pump restarted
+        before the pit settled does not count (it may only have refilled a line
+        that emptied back through a failed check valve).
+        """
+        window = state.outlet.between(c.before_ts, c.end_ts + self._line_lag(state))
+        if not window:
+            return None
+        if any(o.flow_lpm >= FLOW_PRESENT_LPM for o in window):
+            if not self.active:
+                # A streak that ended in flow was the healthy odds: learn from it.
+                self._wet_seen.extend([False] * self._dry_streak + [True])
+            self._dry_streak, self._dry_pit_l = 0, 0.0
+            return None
+        if not settled:
+            return None  # restarted before riser water fell back: maybe only a refill
+        self._dry_streak += 1
+        self._dry_pit_l += pit_l
+        if len(self._wet_seen) < CALIBRATION_MIN_BLOCKS * 2:
+            return None
+        p_wet = (sum(self._wet_seen) + 1) / (len(self._wet_seen) + 2)
+        if (1.0 - p_wet) ** self._dry_streak > DRY_STREAK_P:
+            return None
+        b = _Block(balance=Balance(self._dry_pit_l, 0.0), cycles=self._dry_streak, end=c.end_ts)
+        self._dry_streak, self._dry_pit_l = 0, 0.0
+        self._block = _Block()
+        return b
+
+    @staticmethod
+    def _outlet_clock_finer(state: SiteState) -> bool:
+        """The outlet samples at least twice as often as the pit: it times the runs
+        better than the pit can."""
+        from gateway.contract import NodeKind
+
+        pit_node = state.ctx.site.node_of_kind(NodeKind.PIT)
+        return pit_node is not None and 2 * state.outlet.interval_s <= pit_node.interval_s
+
+    def _add_integrated(self, c: PumpCycle, pit_l: float, state: SiteState) -> Verdict | None:
+        """Outlet volume integrated sample-and-hold over the span around the run: each
+        sample's flow held back to the previous sample (capped at the node's
+        interval). With the sampling phase random this is unbiased however short the
+        run; a run with no outlet sample near it is unobserved."""
+        lag = self._line_lag(state) + self._outlet_wait
+        window = state.outlet.between(c.before_ts, c.end_ts + lag)
+        if not window:
+            return None
+        start = max(c.before_ts, self._integrated_to or c.before_ts)
+        cap = state.outlet.interval_s * 1.5
+        litres, prev = 0.0, None
+        for o in state.outlet.between(start - timedelta(seconds=cap), c.end_ts + lag):
+            if prev is not None and o.ts > start:
+                held = min((o.ts - max(prev.ts, start)).total_seconds(), cap)
+                litres += o.flow_lpm * max(held, 0.0) / 60.0
+            prev = o
+        self._integrated_to = c.end_ts + lag
+        b = self._block
+        b.pit_l += pit_l
+        b.run_s += 1.0
+        b.in_run += len(window)
+        b.samples += [o.flow_lpm for o in window]
+        b.wet_flows = [x for x in b.samples if x >= FLOW_PRESENT_LPM]
+        b.outlet_l += litres
+        b.cycles += 1
+        b.end = c.end_ts
+        self._block = _Block()
+        b.balance = Balance(b.pit_l, b.outlet_l)
+        return self._judge(b, state)
+
+    @staticmethod
+    def _run_seconds(c: PumpCycle, state: SiteState, timed: bool) -> float:
+        """How long the pump ran. Timed from the pit levels and the learned net rate
+        when runs have shown it; otherwise the midpoint span for a run the pit saw
+        and 0 for one it did not: with the pit's sampling phase random, that is an
+        unbiased estimate (a run of D s is seen with chance D / interval), summed
+        over a block."""
+        if timed or c.seen:
+            start, end = run_span(c, state)
+            return (end - start).total_seconds()
+        return 0.0
+
+    def _outlet_flow_while_running(
+        self, c: PumpCycle, state: SiteState, *, dry_counts: bool
+    ) -> list[float] | None:
+        """The outlet's flow while this run pumped, and the samples that show it.
+
+        Water reaches the outlet once the line has filled, so the outlet runs late
+        by up to the line's volume / the pump's flow. Flowing samples from the run's
+        estimated start to its end plus that lag show the flow (median: the line's
+        fill and drain give partial readings). Without any, dry samples surely
+        inside the run (``physics.sure_run``) after the lag show "no flow" (only
+        once the pit has settled: see ``dry_counts``); with neither, the outlet did
+        not observe this run.
+        """
+        start, end = run_span(c, state)
+        lag = self._line_lag(state)
+        window = state.outlet.between(start, end + lag)
+        wet = [o.flow_lpm for o in window if o.flow_lpm >= FLOW_PRESENT_LPM]
+        sure = sure_run(c, state)
+        if wet:
+            if sure is not None:
+                self._learn_lag(sure, state)
+            return wet
+        if not dry_counts or sure is None or sure[0] + lag > sure[1]:
+            # A pump restarted before riser water fell back may have only refilled
+            # an emptied line: a dry outlet then says nothing about a diversion.
+            return None
+        dry = [o.flow_lpm for o in state.outlet.between(sure[0] + lag, sure[1])]
+        return dry or None
+
+    def _line_lag(self, state: SiteState) -> timedelta:
+        """How late the outlet may flow after the pump starts: the line's fill time
+        (its whole volume at the pump's flow) until clean runs have shown the site's
+        own, shorter lag (a good check valve keeps the riser full)."""
+        if self._lag_checked >= LAG_LEARN_SAMPLES:
+            return timedelta(seconds=self._lag_dry_s + LAG_MARGIN_S)
+        pump_lpm = max(MIN_PUMP_FLOW_LPM, pit_pump_lpm(state) or self._normal_flow() or 0.0)
+        return timedelta(minutes=state.ctx.line_volume_l / pump_lpm)
+
+    def _learn_lag(self, sure: tuple[datetime, datetime], state: SiteState) -> None:
+        """On a run the outlet saw flowing: its samples surely inside the run that were
+        still dry show the outlet's lag behind the pump."""
+        for o in state.outlet.between(*sure):
+            self._lag_checked += 1
+            if o.flow_lpm < FLOW_PRESENT_LPM:
+                self._lag_dry_s = max(self._lag_dry_s, (o.ts - sure[0]).total_seconds())
+
+    def _normal_flow(self) -> float | None:
+        return _median(list(self._calib_flow)) if self._calib_flow else None
+
+    def _normal(self) -> tuple[float, float, bool]:
+        """The site's normal ratio, its relative scatter, and whether it is calibrated.
+
+        The scatter is measured from the calibration blocks (robust: MAD), never
+        below ``SCATTER_FLOOR``, and not below ``DEFAULT_SCATTER`` while few blocks
+        are known."""
+        if len(self._calib) < CALIBRATION_MIN_BLOCKS:
+            return PRIOR_RATIO, DEFAULT_SCATTER, False
+        ratios = list(self._calib)
+        normal = _median(ratios)
+        mad = _median([abs(r - normal) for r in ratios])
+        floor = DEFAULT_SCATTER if len(ratios) < 2 * CALIBRATION_MIN_BLOCKS else SCATTER_FLOOR
+        return normal, max(floor, 1.4826 * mad / normal), True
+
+    def _judge(self, b: _Block, state: SiteState) -> Verdict:
+        assert b.end is not None
+        normal, scatter, calibrated = self._normal()
+        share = max(-1.5, min(1.0, b.balance.share_diverted(normal)))
+        share = self._refill_explained(b, share, state)
+        height = max(CUSUM_H_MIN, CUSUM_H_SIGMA * scatter)
+        self._up = max(0.0, self._up + share - CUSUM_REFERENCE)
+        self._down = max(0.0, self._down + CUSUM_REFERENCE - share) if self.active else 0.0
+        result = BlockResult(b.end, b.cycles, b.balance.pit_l, b.balance.outlet_l, share)
+        self._recent.append(result)
+        if share >= DIVERTED_LOOKING:
+            self._last_diverted = b.end
+        ratio = b.balance.ratio
+        # Runs timed only to a pit interval widen what a healthy ratio can be.
+        timed = state.cycles.net_rate_cm_s() is not None
+        low = HEALTHY_RATIO_LOW if timed else HEALTHY_RATIO_LOW_UNTIMED
+        plausible = low <= ratio <= HEALTHY_RATIO_HIGH
+        # Only the diverted side is an outlier: a ratio above normal is no diversion
+        # (and lets the calibration follow a better timing of the runs).
+        outlier = calibrated and share > max(0.3, 3 * scatter)
+        if not self.active and plausible and not outlier and self._up < height / 2:
+            self._calib.append(ratio)
+            if b.wet_flows:
+                self._calib_flow.append(_median(b.wet_flows))
+        if not self.active and self._up >= height:
+            self.active = True
+            self._down = 0.0
+            self._episode = Balance(0.0, 0.0)
+        elif self.active and self._down >= height:
+            quiet = self._last_diverted is None or b.end - self._last_diverted >= (
+                SANITARY_CLEAR_AFTER
+            )
+            if quiet:
                 self.active = False
-        else:
-            self._recent.append(j)
-            self._streak_accounted = 0
-            if j.verdict is CycleClass.UNACCOUNTED:
-                self._streak_unaccounted += 1
-                self._evidence += 1.0
-            else:
-                # Each dry outlet sample that had chance p of catching a healthy
-                # line flowing adds -log10(1 - p) (p capped: sensors glitch).
-                self._evidence += j.expected_hits
-            if (
-                self._streak_unaccounted >= SANITARY_CYCLES_TO_OPEN
-                or self._evidence >= SANITARY_EVIDENCE_TO_OPEN
-            ):
-                self.active = True
+                self._up = self._down = 0.0
         if not self.active:
             return INACTIVE
-        site = state.ctx.site
-        waiver = next(
-            (w for w in site.waivers if w.rule == RULE_ID and w.covers_at(j.cycle.end_ts, site.tz)),
-            None,
-        )
-        if waiver is not None:
+        self._episode = self._episode + b.balance
+        if state.ctx.waived(RULE_ID, b.end):
             return INACTIVE  # lawful for the time the written determination states
+        return self._verdict(result, normal, scatter, calibrated, state)
+
+    def _refill_explained(self, b: _Block, share: float, state: SiteState) -> float:
+        """The share, unless the deficit is a line refill rather than a diversion.
+
+        Water that leaked back through the check valve returns to the pit; the next
+        run first refills the line, so the outlet sees less volume, but at the
+        pump's full rate once the line is full. A tee or hose takes a share of the
+        *rate*. So a deficit no larger than the line's volume with the outlet
+        flowing at its normal rate is a refill (short cycling's case), not water
+        sent elsewhere.
+        """
+        if share <= 0 or not b.wet_flows or len(self._calib_flow) < CALIBRATION_MIN_BLOCKS:
+            return share
+        rate_share = 1.0 - _median(b.wet_flows) / _median(list(self._calib_flow))
+        refill_share = state.ctx.line_volume_l * b.cycles / max(b.balance.pit_l, 1e-9)
+        if rate_share < RATE_NORMAL_SHARE and share <= refill_share + RATE_NORMAL_SHARE:
+            return max(rate_share, 0.0)
+        return share
+
+    def _verdict(
+        self,
+        last: BlockResult,
+        normal: float,
+        scatter: float,
+        calibrated: bool,
+        state: SiteState,
+    ) -> Verdict:
         pack = state.ctx.pack
         enforced = pack is not None and pack.rule(RULE_ID).enforced
-        unaccounted = [c for c in self._recent if c.verdict is CycleClass.UNACCOUNTED]
+        ep = self._episode
+        episode_share = ep.share_diverted(normal) if ep.pit_l > 0 else last.share
         return Verdict(
             True,
             Severity.CRITICAL if enforced else Severity.WARNING,
             "violation" if enforced else "advice",
             {
-                "cycles_unaccounted": self._streak_unaccounted,
-                "evidence_log10": round(self._evidence, 2),
-                "pit_volume_l": r1(j.pit_l),
-                "outlet_volume_l": None if j.outlet_l is None else r1(j.outlet_l),
-                "outlet_share": None if j.ratio is None else round(j.ratio, 2),
-                "outlet_samples_during_run": j.outlet_samples,
-                "cycle_end": iso(j.cycle.end_ts),
-                "pumped_unaccounted_l": r1(sum(c.pit_l for c in unaccounted)),
-                "reason": j.reason,
+                "diverted_share": round(max(0.0, min(1.0, episode_share)), 2),
+                "pumped_l": r1(ep.pit_l),
+                "to_outlet_l": r1(ep.outlet_l),
+                "elsewhere_l": r1(max(0.0, ep.pit_l - ep.outlet_l / normal)),
+                "normal_outlet_ratio": round(normal, 2),
+                "normal_ratio_calibrated": calibrated,
+                "calibration_blocks": len(self._calib),
+                "block_scatter": round(scatter, 2),
+                "pit_volume_l": r1(last.pit_l),
+                "outlet_volume_l": r1(last.outlet_l),
+                "outlet_share": round(last.outlet_l / last.pit_l, 2) if last.pit_l else None,
+                "cycle_end": iso(last.end),
+                "recent_balances": [r.as_evidence() for r in self._recent],
+                "pressure_tap": state.ctx.pressure_tap,
             },
         )

@@ -3,84 +3,128 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import ClassVar
 
 from gateway.domain import Severity
 from gateway.registry.models import DischargeDestination
-from gateway.rules.detectors.base import INACTIVE, OutletSample, SiteState, Verdict, iso, r1
+from gateway.rules.detectors.base import (
+    INACTIVE,
+    AirSample,
+    Event,
+    OutletSample,
+    PitSample,
+    RuleInfo,
+    SiteState,
+    Stream,
+    Verdict,
+    iso,
+    r1,
+)
+from gateway.rules.physics import cold_enough_for_ice, stalled_run
 from gateway.rules.thresholds import (
     AIR_MAX_AGE,
+    CYCLE_END_TOLERANCE_CM,
     DEFAULT_ICING_DISTANCE_FT,
-    FLOW_ABSENT_LPM,
     FLOW_PRESENT_LPM,
-    FREEZING_C,
     FROZEN_FLOW_SAMPLES_TO_CLEAR,
-    FROZEN_MIN_SPAN,
-    FROZEN_PIPE_TEMP_C,
-    FROZEN_SAMPLES_TO_OPEN,
     ICING_MIN_VOLUME_L,
     ICING_VIOLATION_AFTER,
     ICING_WINDOW,
-    PRESSURE_BLOCKED_KPA,
-    PUMP_STATE_MAX_AGE,
     THAW_FOR,
     THAW_PIPE_TEMP_C,
 )
 
 
 class FrozenLineDetector:
-    """Pump running, line pressurised, no outlet flow, pipe at or below 0 °C."""
+    """The pump runs but the pit does not drain, in weather that can freeze the line.
 
-    rule_id = "frozen_line"
+    Pressure alone cannot say it: a tap on the riser reads the static lift whenever
+    the pump runs, even when every litre goes down a hose to a floor drain. Only the
+    pit can: a blocked line cannot empty it (the level falls at most by the line's
+    volume while the pump dead-heads), a diversion empties it fully. So the finding
+    needs a stalled run (``physics.stalled_run``) AND cold (pipe wall near 0 C, or
+    the air freezing for hours). A line blocked in warm weather is not ice: that
+    stalled run is reported by ``pump_failure`` (the pump moves no water).
+    It clears when the pit drains again, water flows at the outlet, or the pipe and
+    air have stayed above +1 C for ``THAW_FOR``.
+    """
 
-    def __init__(self) -> None:
+    rule_id: ClassVar[str] = "frozen_line"
+    info: ClassVar[RuleInfo] = RuleInfo(
+        "frozen_line",
+        "The sump discharge line looks frozen",
+        "The pump is pushing against a blocked line. Open the winter relief outlet or "
+        "remove the outdoor extension, thaw the line (warm water, heat tape), and watch "
+        "the pit level until water flows again.",
+    )
+    streams: ClassVar[frozenset[Stream]] = frozenset({Stream.PIT, Stream.OUTLET})
+
+    def __init__(self, state: SiteState) -> None:
         self.active = False
-        self._hits = 0
         self._flowing = 0
         self._warm_since: datetime | None = None
         self._since: datetime | None = None
-        self._blocked_since: datetime | None = None
+        self._stall_level: float | None = None
 
-    def restore_active(self) -> None:
+    def restore(self) -> None:
         """Continue a finding restored from the store."""
         self.active = True
 
-    def on_outlet(self, s: OutletSample, state: SiteState) -> Verdict | None:
-        """Judge one outlet sample against the pump state at that time."""
-        pit = state.pit
-        pump_known = pit is not None and abs(s.ts - pit.ts) <= PUMP_STATE_MAX_AGE
-        pump_on = pump_known and pit is not None and pit.pump_on
-        self._warm_since = (self._warm_since or s.ts) if s.pipe_temp_c > THAW_PIPE_TEMP_C else None
-        if pump_on:
-            blocked = (
-                s.flow_lpm < FLOW_ABSENT_LPM
-                and s.pressure_kpa >= PRESSURE_BLOCKED_KPA
-                and s.pipe_temp_c <= FROZEN_PIPE_TEMP_C
-            )
-            self._hits = self._hits + 1 if blocked else 0
-            self._blocked_since = (self._blocked_since or s.ts) if blocked else None
-            self._flowing = self._flowing + 1 if s.flow_lpm >= FLOW_PRESENT_LPM else 0
-        # A line refilling after a start is briefly pressurised and dry too; ice lasts.
-        lasting = self._blocked_since is not None and s.ts - self._blocked_since >= FROZEN_MIN_SPAN
-        if not self.active and self._hits >= FROZEN_SAMPLES_TO_OPEN and lasting:
-            self.active, self._since = True, s.ts
-        elif self.active and (
-            self._flowing >= FROZEN_FLOW_SAMPLES_TO_CLEAR
-            or (self._warm_since is not None and s.ts - self._warm_since >= THAW_FOR)
-        ):
-            self.active, self._since = False, None
-            return INACTIVE
+    def feed(self, event: Event, state: SiteState) -> Verdict | None:
+        """Judge a pit sample (the stall) or an outlet sample (flow again, thaw)."""
+        if isinstance(event, OutletSample):
+            return self._on_outlet(event, state)
+        if not isinstance(event, PitSample):
+            return None
+        s = event
+        stall = stalled_run(s, state)
+        if stall is not None and cold_enough_for_ice(state, s.ts):
+            if not self.active:
+                self.active, self._since = True, s.ts
+            self._stall_level = stall.start_level_cm
+        elif self.active and self._drained(s, state):
+            return self._clear()
+        return self._verdict(s.ts, state) if self.active else None
+
+    def _on_outlet(self, o: OutletSample, state: SiteState) -> Verdict | None:
+        self._flowing = self._flowing + 1 if o.flow_lpm >= FLOW_PRESENT_LPM else 0
+        warm = o.pipe_temp_c > THAW_PIPE_TEMP_C and not state.freeze.freezing
+        self._warm_since = (self._warm_since or o.ts) if warm else None
         if not self.active:
             return None
+        thawed = self._warm_since is not None and o.ts - self._warm_since >= THAW_FOR
+        if self._flowing >= FROZEN_FLOW_SAMPLES_TO_CLEAR or thawed:
+            return self._clear()
+        return self._verdict(o.ts, state)
+
+    @staticmethod
+    def _drained(s: PitSample, state: SiteState) -> bool:
+        """The pit emptied to the off mark with the pump working: the line is open."""
+        pit = state.ctx.site.pit
+        return not s.pump_on and s.level_cm <= pit.pump_off_cm + CYCLE_END_TOLERANCE_CM
+
+    def _clear(self) -> Verdict:
+        self.active, self._since, self._stall_level = False, None, None
+        return INACTIVE
+
+    def _verdict(self, now: datetime, state: SiteState) -> Verdict:
+        pit, out = state.pit, state.outlet.last
         return Verdict(
             True,
             Severity.CRITICAL,
             "",
             {
-                "flow_lpm": r1(s.flow_lpm),
-                "pressure_kpa": r1(s.pressure_kpa),
-                "pipe_temp_c": r1(s.pipe_temp_c),
-                "pump_on": pump_on,
+                "flow_lpm": None if out is None else r1(out.flow_lpm),
+                "pressure_kpa": None if out is None else r1(out.pressure_kpa),
+                "running_pressure_kpa": state.outlet.running_kpa(),
+                "pipe_temp_c": None if out is None else r1(out.pipe_temp_c),
+                "air_temp_c": None if state.air is None else r1(state.air.air_temp_c),
+                "pump_on": pit is not None and pit.pump_on,
                 "pit_level_cm": None if pit is None else r1(pit.level_cm),
+                "level_at_run_start_cm": None
+                if self._stall_level is None
+                else r1(self._stall_level),
+                "pump_current_a": None if pit is None else pit.current_a,
                 "blocked_since": iso(self._since),
             },
         )
@@ -91,10 +135,19 @@ class IcingRiskDetector:
 
     Levels: *watch* in the pack's winter season above freezing; *warning* with
     the air at or below 0 °C; *violation* when it has frozen for an hour with
-    water discharged and the pack's text forbids icing.
+    water discharged and the pack's text forbids icing. Freezing has hysteresis
+    (``FreezeState``: freezing at <= 0 C, thawed only after +1 C for ``THAW_FOR``),
+    so an air sensor dithering around 0 C does not switch the level.
     """
 
-    rule_id = "icing_risk"
+    rule_id: ClassVar[str] = "icing_risk"
+    info: ClassVar[RuleInfo] = RuleInfo(
+        "icing_risk",
+        "Sump discharge may ice a walkway or the street",
+        "Turn or extend the outlet so the water soaks into the lawn away from the walk "
+        "and street, and check the walk for ice (salt or sand it).",
+    )
+    streams: ClassVar[frozenset[Stream]] = frozenset({Stream.OUTLET, Stream.AIR})
 
     def __init__(self, state: SiteState) -> None:
         self.active = False
@@ -118,21 +171,24 @@ class IcingRiskDetector:
             and self.nearest[1] < self.distance_ft
         )
 
-    def restore_active(self) -> None:
+    def restore(self) -> None:
         """Continue a finding restored from the store."""
         self.active = True
 
-    def evaluate(self, now: datetime, state: SiteState) -> Verdict | None:
-        """Judge the site at data time ``now`` (after an outlet or air sample)."""
+    def feed(self, event: Event, state: SiteState) -> Verdict | None:
+        """Judge the site at the data time of an outlet or air sample."""
+        if not isinstance(event, OutletSample | AirSample):
+            return None
+        now = event.ts
         if not self.applies or self.nearest is None:
             return None
         air = state.air
         air_c = air.air_temp_c if air is not None and now - air.ts <= AIR_MAX_AGE else None
-        freezing = air_c is not None and air_c <= FREEZING_C
-        if freezing:
-            self._freezing_since = self._freezing_since or now
-        else:
-            self._freezing_since = None
+        # The freezing state is the hysteretic one; a silent air node keeps the last
+        # known state for a while rather than switching the level.
+        fresh = air is not None and now - air.ts <= 8 * AIR_MAX_AGE
+        freezing = fresh and state.freeze.freezing
+        self._freezing_since = state.freeze.since if freezing else None
         pack = state.ctx.pack
         local_day = now.astimezone(state.ctx.site.tz).date()
         in_season = pack.season.contains(local_day) if pack is not None else False
@@ -154,8 +210,10 @@ class IcingRiskDetector:
         ]
         if in_season and pack is not None:
             reasons.append(f"winter season {pack.season.label()}")
-        if freezing:
-            reasons.append(f"air {air_c:.1f} °C, at or below freezing")
+        if freezing and air is not None:
+            reasons.append(
+                f"air freezing since {iso(self._freezing_since)} (now {air.air_temp_c:.1f} °C)"
+            )
         if not freezing:
             level, severity = "watch", Severity.INFO
         elif (

@@ -1,0 +1,207 @@
+"""Shared sump physics: the water balance of a pump cycle, a run that cannot drain
+the pit, and when a discharge line can hold ice.
+
+One place, so detectors (and later reports) cannot disagree. Pure functions over
+the per-site state the detectors already keep.
+
+Water balance of a cycle (every installation obeys it)::
+
+    pumped out of the pit = (level before the run - level once settled) x pit area
+                            + inflow rate x (time from before the run to settled)
+    outlet volume         = integral of outlet flow over the run (each instant at the
+                            nearest outlet sample's flow; a run no outlet sample fell
+                            inside is unobserved, not dry)
+
+The level is read once any water standing in the riser has fallen back (a failed
+check valve returns it to the pit: returned water is not pumped away), so leak-back
+does not look like water sent elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from gateway.rules.detectors.base import OutletSample, PitSample, PumpCycle, SiteState
+from gateway.rules.thresholds import (
+    COLD_AIR_FOR,
+    COLD_PIPE_C,
+    FLOW_PRESENT_LPM,
+    MAX_PUMP_LPM,
+    OFF_MARK_TOLERANCE_CM,
+    PIPE_MAX_AGE,
+    STALL_AFTER,
+    STALL_MIN_CM_S,
+    STALL_OUTLET_WINDOW,
+    STALL_SAMPLES,
+    STALL_SHARE,
+    SURE_RATE_FACTOR,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Balance:
+    """Water balance of one or more pooled pump cycles, litres."""
+
+    pit_l: float
+    outlet_l: float
+
+    @property
+    def ratio(self) -> float:
+        """Outlet volume / pumped volume."""
+        return self.outlet_l / self.pit_l if self.pit_l > 0 else 0.0
+
+    def share_diverted(self, normal_ratio: float) -> float:
+        """Share of the pumped water that did not reach the outlet, against the
+        site's normal ratio (geometry is never exact, so 1.0 is not assumed)."""
+        return 1.0 - self.ratio / normal_ratio if normal_ratio > 0 else 0.0
+
+    def __add__(self, other: Balance) -> Balance:
+        return Balance(self.pit_l + other.pit_l, self.outlet_l + other.outlet_l)
+
+
+def pumped_litres(
+    state: SiteState, level_before: float, level_after: float, fill_cm_s: float, seconds: float
+) -> float:
+    """Water the pump took out of the pit between two samples around a run."""
+    return state.ctx.litres(level_before - level_after + fill_cm_s * max(seconds, 0.0))
+
+
+def run_span(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime]:
+    """Best estimate of when the pump ran.
+
+    The pump starts at the on mark and stops at the off mark, and the level falls
+    at the net pumping rate in between: run time = (start level - off level) / net
+    rate, which no sample phase biases. The start is placed from the first on
+    sample's level. Before the net rate is learned (runs with two on-samples), the
+    midpoints between the pit samples around the run's edges.
+    """
+    rate = cycle_net_rate(cycle) or state.cycles.net_rate_cm_s()
+    if rate is None or rate <= 0:
+        if cycle.seen:
+            start = cycle.before_ts + (cycle.first_on_ts - cycle.before_ts) / 2
+            end = cycle.last_on_ts + (cycle.end_ts - cycle.last_on_ts) / 2
+            return start, end
+        gap = cycle.end_ts - cycle.before_ts
+        mid = cycle.before_ts + gap / 2
+        return mid - gap / 4, mid + gap / 4
+    pit = state.ctx.site.pit
+    off = state.cycles.off_level_cm(pit.pump_off_cm, OFF_MARK_TOLERANCE_CM)
+    length = timedelta(seconds=max(0.0, cycle.start_level_cm - off) / rate)
+    length = min(length, cycle.end_ts - cycle.before_ts)
+    if cycle.seen and cycle.first_on_level_cm is not None:
+        back = timedelta(seconds=max(0.0, cycle.start_level_cm - cycle.first_on_level_cm) / rate)
+        start = min(max(cycle.before_ts, cycle.first_on_ts - back), cycle.first_on_ts)
+    else:
+        start = cycle.before_ts + (cycle.end_ts - cycle.before_ts - length) / 2
+    end = min(start + length, cycle.end_ts)
+    return start, max(end, cycle.last_on_ts if cycle.seen else end)
+
+
+def sure_run(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime] | None:
+    """The part of a run the pump certainly ran (None for a run no pit sample saw).
+
+    The level at the first on-sample has already fallen from where the run began,
+    which took at least that fall / the fastest the pump can drain (1.5 x the
+    learned rate: a hose faces less head than the line); likewise after the last
+    on-sample down to the off mark. Outlet samples inside are surely during the run.
+    """
+    if not cycle.seen or cycle.first_on_level_cm is None or cycle.last_on_level_cm is None:
+        return None
+    learned = state.cycles.net_rate_cm_s()
+    fastest = SURE_RATE_FACTOR * learned if learned else state.ctx.cm(MAX_PUMP_LPM / 60.0)
+    pit = state.ctx.site.pit
+    off = state.cycles.off_level_cm(pit.pump_off_cm, OFF_MARK_TOLERANCE_CM)
+    back = max(0.0, cycle.start_level_cm - cycle.first_on_level_cm) / fastest
+    ahead = max(0.0, cycle.last_on_level_cm - off) / fastest
+    start = max(cycle.before_ts, cycle.first_on_ts - timedelta(seconds=back))
+    end = min(cycle.end_ts, cycle.last_on_ts + timedelta(seconds=ahead))
+    return start, end
+
+
+def pit_pump_lpm(state: SiteState) -> float | None:
+    """The pump's flow as the pit sees it (net fall rate + inflow), None before learned."""
+    rate = state.cycles.net_rate_cm_s()
+    if rate is None:
+        return None
+    return state.ctx.litres(rate + state.cycles.fill_rate_cm_s()) * 60.0
+
+
+def cycle_net_rate(cycle: PumpCycle) -> float | None:
+    """Net level fall rate of one run from its own on-samples (two or more)."""
+    span = (cycle.last_on_ts - cycle.first_on_ts).total_seconds()
+    if span <= 0 or cycle.first_on_level_cm is None or cycle.last_on_level_cm is None:
+        return None
+    fall = cycle.first_on_level_cm - cycle.last_on_level_cm
+    return fall / span if fall > 0 else None
+
+
+def outlet_litres(
+    samples: list[OutletSample], start: datetime, end: datetime
+) -> tuple[float, int] | None:
+    """Outlet volume over ``[start, end]``, each instant taking the nearest sample's flow,
+    and how many samples fell inside. None when no sample fell inside: the outlet did
+    not observe the run (never read that as "dry")."""
+    inside = [o for o in samples if start <= o.ts <= end]
+    if not inside:
+        return None
+    before = [o for o in samples if o.ts < start][-1:]
+    after = [o for o in samples if o.ts > end][:1]
+    pts = before + inside + after
+    litres = 0.0
+    for i, o in enumerate(pts):
+        lo = start if i == 0 else max(start, pts[i - 1].ts + (o.ts - pts[i - 1].ts) / 2)
+        hi = end if i == len(pts) - 1 else min(end, o.ts + (pts[i + 1].ts - o.ts) / 2)
+        if hi > lo:
+            litres += o.flow_lpm * (hi - lo).total_seconds() / 60.0
+    return litres, len(inside)
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """A run that has not drained the pit."""
+
+    running_for: timedelta
+    start_level_cm: float
+    level_cm: float
+    effective_cm_s: float
+    expected_cm_s: float | None
+
+
+def stalled_run(s: PitSample, state: SiteState) -> Stall | None:
+    """The current run if the pump runs but the pit does not drain.
+
+    Effective drain = level fall rate + the inflow measured before the run. A
+    working pump drains at its learned rate; a stalled one (ice, clog, broken
+    impeller, air lock, no power to the motor) at ~0: its level at most falls by
+    the line's volume, then rises with the inflow. An outlet flowing normally in
+    the last minute means the pump does move water (a storm the pump barely keeps
+    up with), so that is never a stall.
+    """
+    tracker = state.cycles
+    since = tracker.running_since
+    if not s.pump_on or since is None or tracker.run_start_level is None:
+        return None
+    running = s.ts - since
+    if running < STALL_AFTER or tracker.run_samples < STALL_SAMPLES:
+        return None
+    fall = tracker.run_start_level - s.level_cm
+    line_cm = state.ctx.cm(state.ctx.line_volume_l)
+    noise = 3.0 * tracker.level_noise_cm() + 1.0
+    effective = fall / running.total_seconds() + tracker.run_fill_rate
+    learned = tracker.drain_rate_cm_s()
+    limit = STALL_SHARE * learned if learned is not None else STALL_MIN_CM_S
+    if fall > line_cm + noise or effective >= max(limit, STALL_MIN_CM_S):
+        return None
+    recent = state.outlet.between(s.ts - STALL_OUTLET_WINDOW, s.ts)
+    if any(o.flow_lpm >= FLOW_PRESENT_LPM for o in recent):
+        return None
+    return Stall(running, tracker.run_start_level, s.level_cm, effective, learned)
+
+
+def cold_enough_for_ice(state: SiteState, now: datetime) -> bool:
+    """A discharge line can hold ice: pipe wall near 0 C, or air freezing for hours."""
+    last = state.outlet.last
+    if last is not None and now - last.ts <= PIPE_MAX_AGE and last.pipe_temp_c <= COLD_PIPE_C:
+        return True
+    return state.freeze.frozen_for(now) >= COLD_AIR_FOR
