@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from firmware_sim.offline import list_scenarios
-from gateway.rules.scoring import Score, score_scenarios
+from firmware_sim.scoring import Score, score_scenarios
 
 STRICT = ("sanitary_discharge", "icing_risk")
 OTHERS = ("frozen_line", "high_water", "continuous_run", "short_cycling", "sensor_silent")
