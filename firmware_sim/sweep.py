@@ -467,6 +467,25 @@ def build_sweep(seed: int = 1, *, replicas: int = 2, clean_weeks: int = 200) -> 
     ]  # fmt: skip
     for step in steps:
         step(b, replicas)
-    _singles(b, 4 * replicas)
+    _singles(b, 6 * replicas)
     _clean_weeks(b, clean_weeks)
     return b.cases
+
+
+#: Dimensions whose every value a smoke sweep keeps at least one case of.
+SMOKE_KEYS = ("share", "schedule", "failure", "valve", "diversion", "node")
+
+
+def smoke_sweep(seed: int = 1) -> list[SweepCase]:
+    """A small fixed subset for the regular test suite: every family, and at least one
+    case for each share, schedule, failure mode, valve mode and frozen variant."""
+    cases = build_sweep(seed, replicas=1, clean_weeks=4)
+    kept: list[SweepCase] = []
+    seen: set[tuple[str, str, str]] = set()
+    for case in cases:
+        keys = {(case.family, k, v) for k, v in case.dims if k in SMOKE_KEYS}
+        keys.add((case.family, "family", case.family))
+        if case.clean or not keys <= seen:
+            kept.append(case)
+            seen |= keys
+    return kept

@@ -7,10 +7,23 @@ and recall >= 0.95 with detection within 3 pump cycles; every other detector at
 
 from __future__ import annotations
 
+import ast
+import os
+
 import pytest
+from typer.testing import CliRunner
 
 from firmware_sim.offline import list_scenarios
-from firmware_sim.scoring import Score, score_scenarios
+from firmware_sim.scoring import (
+    Score,
+    SweepScore,
+    missed_targets,
+    score_scenarios,
+    score_sweep,
+    share_delay_target,
+)
+from firmware_sim.sweep import build_sweep, smoke_sweep
+from gateway.settings import REPO_DIR
 
 STRICT = ("sanitary_discharge", "icing_risk")
 OTHERS = ("frozen_line", "high_water", "continuous_run", "short_cycling", "sensor_silent")
@@ -50,3 +63,85 @@ def test_other_detectors_precision_and_recall_at_least_09(score: Score, rule_id:
     assert rs.labels > 0, f"the suite has no {rule_id} label to score against"
     assert rs.precision >= 0.9, rs.false_positives
     assert rs.recall is not None and rs.recall >= 0.9, rs.missed
+
+
+# -- issue 14: the sweep of varied houses ---------------------------------------------------
+
+SWEEP_REASON = (
+    "issue 14 targets (P/R >= 0.95 per detector, 0 findings on clean site-weeks, sanitary "
+    "delay <= 3 cycles at >= 50 % and <= 10 at 25-50 %) are not met by today's detectors; "
+    "the detectors branch works on them and the lead flips this"
+)
+
+
+@pytest.fixture(scope="module")
+def smoke() -> SweepScore:
+    return score_sweep(smoke_sweep(1), workers=2)
+
+
+def test_the_product_never_imports_the_simulator() -> None:
+    offenders = []
+    for package in ("gateway", "alerts"):
+        for path in (REPO_DIR / package).rglob("*.py"):
+            if path == REPO_DIR / "gateway" / "cli.py":
+                continue  # the composition root mounts the simulator's commands if installed
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                if any(n.split(".")[0] == "firmware_sim" for n in names):
+                    offenders.append(str(path.relative_to(REPO_DIR)))
+    assert offenders == []
+
+
+def test_sumpwatch_score_comes_with_the_simulator_and_offers_the_sweep() -> None:
+    from gateway.cli import app
+
+    result = CliRunner().invoke(app, ["score", "--help"])
+    assert result.exit_code == 0
+    assert "--sweep" in result.output
+
+
+def test_a_sweep_scores_every_case_and_counts_clean_site_weeks(smoke: SweepScore) -> None:
+    cases = smoke_sweep(1)
+    assert smoke.cases == len(cases)
+    assert smoke.clean_weeks == sum(c.clean for c in cases) > 0
+    assert sum(rs.labels for rs in smoke.total.rules.values()) >= len(cases) - smoke.clean_weeks
+
+
+@pytest.mark.parametrize("dimension", ["share", "schedule", "tap", "interval", "noise", "season"])
+def test_a_sweep_is_scored_per_value_of_each_dimension(smoke: SweepScore, dimension: str) -> None:
+    values = {v for d, v in smoke.by_dim if d == dimension}
+    assert len(values) >= 2
+    # Each value's score is the sum over its cases, so the values of a dimension that
+    # every case has add up to the total.
+    if dimension in ("tap", "interval", "noise", "season"):
+        labels = sum(s.rules[r].labels for (d, _), s in smoke.by_dim.items() if d == dimension
+                     for r in s.rules)  # fmt: skip
+        assert labels == sum(rs.labels for rs in smoke.total.rules.values())
+
+
+def test_share_delay_targets_follow_the_issue() -> None:
+    assert share_delay_target("100%") == share_delay_target("50%") == 3
+    assert share_delay_target("33%") == share_delay_target("25%") == 10
+    assert share_delay_target("10%") is None and share_delay_target("0%") is None
+
+
+@pytest.mark.xfail(strict=False, reason=SWEEP_REASON)
+def test_smoke_sweep_meets_the_issue_14_targets(smoke: SweepScore) -> None:
+    assert missed_targets(smoke) == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("SUMPWATCH_FULL_SWEEP") != "1",
+    reason="the full sweep (~430 cases): SUMPWATCH_FULL_SWEEP=1, or `sumpwatch score --sweep`",
+)
+@pytest.mark.xfail(strict=False, reason=SWEEP_REASON)
+def test_full_sweep_meets_the_issue_14_targets() -> None:
+    full = score_sweep(build_sweep(1), workers=2)
+    assert full.clean_weeks >= 200
+    assert sum(rs.labels for rs in full.total.rules.values()) >= 200
+    assert missed_targets(full) == []
