@@ -243,6 +243,9 @@ def score(
     ] = False,
     replicas: Annotated[int, typer.Option(help="Sweep: copies of each case family")] = 2,
     clean_weeks: Annotated[int, typer.Option(help="Sweep: clean site-weeks")] = 200,
+    markdown: Annotated[
+        Path | None, typer.Option(help="Sweep: also write the tables as Markdown here")
+    ] = None,
 ) -> None:
     """Run the simulator's scenarios (or, with --sweep, the varied-house sweep) offline,
     replay them through the detectors and compare with the ground-truth labels:
@@ -265,6 +268,8 @@ def score(
                 progress=lambda i, n: console.print(f"[dim]{i}/{n}[/dim]") if i % 25 == 0 else None,
             )
             report.print_sweep(console, result, details=details)
+            if markdown is not None:
+                markdown.write_text(report.markdown_report(result))
             return
         names = scenario or list_scenarios()
         scored = score_scenarios(

@@ -75,6 +75,27 @@ def markdown(rows: Iterable[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
+def markdown_report(sweep: SweepScore) -> str:
+    """The sweep's tables and missed targets as Markdown (for docs/detectors.md)."""
+    header = ["detector", *COLUMNS]
+    total = markdown(([rs.rule_id, *_cells(rs)] for rs in sweep.total.rules.values()), header)
+    families = markdown(
+        (
+            [family, rs.rule_id, *_cells(rs)]
+            for family, score in sorted(sweep.by_family.items())
+            for rs in _active(score)
+        ),
+        ["family", *header],
+    )
+    dims = markdown(dimension_rows(sweep), ["dimension", "value", *header])
+    missed = "\n".join(f"* {f}" for f in missed_targets(sweep)) or "* all targets met"
+    clean = len(sweep.total.normal_findings)
+    return (
+        f"{total}\n\nFindings on {sweep.clean_weeks} clean site-weeks: {clean}\n\n"
+        f"Targets missed:\n\n{missed}\n\n{families}\n\n{dims}\n"
+    )
+
+
 def print_scenarios(console: Console, score: Score, *, details: bool) -> None:
     """The scenario suite's report."""
     console.print(score_table(score, f"Detector accuracy over {len(score.scenarios)} scenarios"))

@@ -391,7 +391,7 @@ def _frozen(b: _Builder, replicas: int) -> None:
                 house.home["pressure_tap"] = tap
                 house.dims["tap"] = tap
                 line = house.home["line"]
-                line["destination"] = "grade"
+                line["destination"] = house.dims["destination"] = "grade"
                 line["exterior_length_m"] = round(rng.uniform(2.0, 5.0), 2)
                 line["outlet_to_walkway_ft"] = 40.0
                 house.home["inflow"]["baseflow_lpm"] = round(rng.uniform(0.5, 1.2), 2)
@@ -418,7 +418,7 @@ def _singles(b: _Builder, replicas: int) -> None:
 
         house = draw_house(rng, "winter")
         line = house.home["line"]
-        line["destination"] = rng.choice(("grade", "swale"))
+        line["destination"] = house.dims["destination"] = rng.choice(("grade", "swale"))
         line["outlet_to_walkway_ft"] = round(rng.uniform(0.0, 6.0), 1)
         house.home["inflow"]["baseflow_lpm"] = round(rng.uniform(0.8, 2.0), 2)
         snap = {"kind": "cold_snap", "start_h": 10.0, "hours": 20.0, "delta_c": -6.0}
