@@ -86,15 +86,18 @@ def _season_start(rng: random.Random, season: str) -> datetime:
 
 
 def _pick_pump(rng: random.Random, lift_m: float, line_m: float, pipe_in: float) -> str:
-    """The smallest pump an installer would fit for this lift and line (sometimes bigger)."""
-    for hp in ("1/4", "1/3", "1/2"):
-        shutoff_ft, gpm, _ = PUMPS[hp]
-        curve = PumpCurve.through(shutoff_ft, gpm, 10.0, 1.0)
-        # Enough margin to move ~40 L/min through the line: lift plus a rough friction.
-        friction = 0.02 * line_m * (1.25 / pipe_in) ** 4.87
-        if curve.flow_at(lift_m + friction) > 40.0 and rng.random() < 0.8:
-            return hp
-    return "1/2"
+    """A pump an installer would fit: one that moves ~40 L/min at this lift and line,
+    1/3 hp most often (the usual residential choice), else 1/4 or 1/2 hp."""
+    weights = {"1/4": 0.3, "1/3": 0.5, "1/2": 0.2}
+    friction = 0.02 * line_m * (1.25 / pipe_in) ** 4.87  # rough, m: the installer's guess
+    able = [
+        hp
+        for hp, (shutoff_ft, gpm, _) in PUMPS.items()
+        if PumpCurve.through(shutoff_ft, gpm, 10.0, 1.0).flow_at(lift_m + friction) > 40.0
+    ]
+    if not able:
+        return "1/2"
+    return rng.choices(able, [weights[hp] for hp in able])[0]
 
 
 def _registered_pit(rng: random.Random, pit: dict[str, float]) -> dict[str, float]:
