@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import os
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -155,3 +157,25 @@ def test_the_sweep_report_renders_as_markdown_for_the_docs(smoke: SweepScore) ->
     text = markdown_report(smoke)
     assert "| sanitary_discharge |" in text and "| share | 50% |" in text
     assert f"Findings on {smoke.clean_weeks} clean site-weeks" in text
+
+
+def test_the_command_line_runs_without_the_simulator_installed() -> None:
+    # A finder that refuses firmware_sim stands in for a wheel built without it.
+    code = (
+        "import sys\n"
+        "class Refuse:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'firmware_sim':\n"
+        "            raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Refuse())\n"
+        "from gateway.cli import app\n"
+        "print(sorted(c.name for c in app.registered_commands if c.name))\n"
+        "print('firmware_sim' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_DIR
+    ).stdout.splitlines()
+    commands = ast.literal_eval(out[0])
+    assert "audit" in commands and "replay" in commands
+    assert not {"score", "simulate", "plot-scenario"} & set(commands)
+    assert out[1] == "False"
