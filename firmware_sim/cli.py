@@ -1,7 +1,7 @@
-"""Typer command functions: ``sumpwatch simulate`` and ``sumpwatch plot-scenario``.
+"""Typer command functions: ``sumpwatch simulate``, ``plot-scenario`` and ``score``.
 
-The gateway CLI mounts them with ``app.command("simulate")(simulate)`` and
-``app.command("plot-scenario")(plot)``.
+The gateway CLI mounts them with :func:`mount` only when ``firmware_sim`` is
+installed: the product never imports the simulator (issue 13).
 """
 
 from __future__ import annotations
@@ -225,3 +225,69 @@ def plot(
     except SumpWatchError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
+
+
+def score(
+    scenario: Annotated[
+        list[str] | None, typer.Option("--scenario", help="Only these (repeatable)")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Simulator seed")] = 1,
+    packs: Annotated[
+        Path | None, typer.Option("--packs", help="Extra folder of rule packs (*.toml)")
+    ] = None,
+    silence_factor: Annotated[float, typer.Option(help="As the gateway's setting")] = 6.0,
+    details: Annotated[bool, typer.Option(help="List false positives and misses")] = False,
+    workers: Annotated[int, typer.Option(help="Scenarios run in parallel processes")] = 2,
+    sweep: Annotated[
+        bool, typer.Option("--sweep", help="Score the varied-house sweep instead (issue 14)")
+    ] = False,
+    replicas: Annotated[int, typer.Option(help="Sweep: copies of each case family")] = 2,
+    clean_weeks: Annotated[int, typer.Option(help="Sweep: clean site-weeks")] = 200,
+    markdown: Annotated[
+        Path | None, typer.Option(help="Sweep: also write the tables as Markdown here")
+    ] = None,
+) -> None:
+    """Run the simulator's scenarios (or, with --sweep, the varied-house sweep) offline,
+    replay them through the detectors and compare with the ground-truth labels:
+    precision, recall and median delay per detector (and per sweep dimension)."""
+    from rich.console import Console
+
+    from firmware_sim import report
+    from firmware_sim.scoring import score_scenarios, score_sweep
+    from firmware_sim.sweep import build_sweep
+
+    console = Console()
+    try:
+        if sweep:
+            cases = build_sweep(seed, replicas=replicas, clean_weeks=clean_weeks)
+            result = score_sweep(
+                cases,
+                packs_dir=packs,
+                silence_factor=silence_factor,
+                workers=workers,
+                progress=lambda i, n: console.print(f"[dim]{i}/{n}[/dim]") if i % 25 == 0 else None,
+            )
+            report.print_sweep(console, result, details=details)
+            if markdown is not None:
+                markdown.write_text(report.markdown_report(result))
+            return
+        names = scenario or list_scenarios()
+        scored = score_scenarios(
+            names,
+            packs_dir=packs,
+            seed=seed,
+            workers=workers,
+            silence_factor=silence_factor,
+            progress=lambda n: console.print(f"[dim]scenario {n}[/dim]"),
+        )
+    except SumpWatchError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    report.print_scenarios(console, scored, details=details)
+
+
+def mount(app: typer.Typer) -> None:
+    """Add the simulator's commands to the ``sumpwatch`` command line."""
+    app.command("simulate")(simulate)
+    app.command("plot-scenario")(plot)
+    app.command("score")(score)

@@ -126,6 +126,9 @@ class _Node:
     will_at: float | None = None
     rssi_base: float = -65.0
     battery_v: float = 3.3
+    #: Lost messages (Wi-Fi, a full queue): their own stream, so a home without
+    #: dropouts publishes the same bytes as before they were modelled.
+    drop_rng: random.Random | None = None
 
 
 def _boot_id(rng: random.Random) -> str:
@@ -215,6 +218,9 @@ class Simulation:
                         _boot_id(nrng),
                         rssi_base=nrng.uniform(-80, -50),
                         battery_v=nrng.uniform(3.0, 3.3),
+                        drop_rng=random.Random(f"drop-{seed}-{spec.site_id}-{n.node_id}")
+                        if spec.model.dropout > 0
+                        else None,
                     )
                 )
             self.homes.append(_Home(spec, sim, nodes))
@@ -336,7 +342,8 @@ class Simulation:
                 for t_ev, ev in home.sim.pump_event_list():
                     # Report-on-change, stamped just before the step's regular sample.
                     when = min(t_ev, end - 0.001)
-                    batch.append(self._telemetry(home, node, when, self._pit(home, node, ev)))
+                    if not self._lost(home, node):
+                        batch.append(self._telemetry(home, node, when, self._pit(home, node, ev)))
             if end + 1e-9 < node.next_due:
                 continue
             node.next_due += node.spec.interval_s
@@ -350,7 +357,12 @@ class Simulation:
                     readings = self._pit(home, node, snap)
                 else:
                     readings = self._discharge(home, node, snap)
-            batch.append(self._telemetry(home, node, end, readings))
+            if not self._lost(home, node):
+                batch.append(self._telemetry(home, node, end, readings))
+
+    @staticmethod
+    def _lost(home: _Home, node: _Node) -> bool:
+        return node.drop_rng is not None and node.drop_rng.random() < home.spec.model.dropout
 
     def _telemetry(self, home: _Home, node: _Node, t_s: float, readings: dict[str, Any]) -> Message:
         site_id, node_id = home.spec.site_id, node.spec.node_id
@@ -382,32 +394,41 @@ class Simulation:
 
     # -- sensors ----------------------------------------------------------------------
     def _air(self, home: _Home, node: _Node) -> float:
-        value = self.weather.air_c + home.sim.micro_offset_c + node.rng.gauss(0, TEMP_SIGMA_C)
+        noise = home.spec.model.sensor_noise
+        value = (
+            self.weather.air_c + home.sim.micro_offset_c + node.rng.gauss(0, TEMP_SIGMA_C * noise)
+        )
         return _q(min(max(value, -60.0), 60.0), 0.1)
 
     def _pit(self, home: _Home, node: _Node, snap: Snapshot) -> dict[str, Any]:
         rng = node.rng
         sim = home.sim
-        level = snap.level_cm + rng.gauss(0, LEVEL_SIGMA_CM)
-        current = snap.current_a + rng.gauss(0, CURRENT_SIGMA_A) if snap.pump_on else 0.0
-        water = sim.water_c + rng.gauss(0, WATER_TEMP_SIGMA_C)
+        noise = home.spec.model.sensor_noise
+        level = snap.level_cm + rng.gauss(0, LEVEL_SIGMA_CM * noise)
+        current = snap.current_a + rng.gauss(0, CURRENT_SIGMA_A * noise) if snap.pump_on else 0.0
+        water = sim.water_c + rng.gauss(0, WATER_TEMP_SIGMA_C * noise)
         readings: dict[str, Any] = {
             "level_cm": _q(min(max(level, 0.0), 300.0), 0.1),
             "pump_on": snap.pump_on,
             "water_temp_c": _q(min(max(water, -5.0), 50.0), 0.1),
-            "pump_current_a": _q(min(max(current, 0.0), 40.0), 0.01),
         }
+        if home.spec.model.pump_current_sensor:
+            readings["pump_current_a"] = _q(min(max(current, 0.0), 40.0), 0.01)
         if sim.backup is not None:
             readings["backup_pump_on"] = snap.backup_on
         return readings
 
     def _discharge(self, home: _Home, node: _Node, snap: Snapshot) -> dict[str, Any]:
         rng = node.rng
-        flow = snap.outlet_lpm * (1 + rng.gauss(0, FLOW_SIGMA_REL)) + rng.gauss(0, FLOW_SIGMA_LPM)
+        noise = home.spec.model.sensor_noise
+        flow = snap.outlet_lpm * (1 + rng.gauss(0, FLOW_SIGMA_REL * noise)) + rng.gauss(
+            0, FLOW_SIGMA_LPM * noise
+        )
         if flow < FLOW_CUTOFF_LPM or snap.outlet_lpm == 0.0:
             flow = 0.0  # flow meters report zero below their low-flow cut-off
-        pressure = snap.pressure_kpa + rng.gauss(0, PRESSURE_SIGMA_KPA)
-        pipe = home.sim.seg_c + rng.gauss(0, TEMP_SIGMA_C)
+        tapped = snap.riser_kpa if home.spec.model.pressure_tap == "riser" else snap.pressure_kpa
+        pressure = tapped + rng.gauss(0, PRESSURE_SIGMA_KPA * noise)
+        pipe = home.sim.seg_c + rng.gauss(0, TEMP_SIGMA_C * noise)
         return {
             "flow_lpm": _q(min(flow, 1000.0), 0.1),
             "pressure_kpa": _q(min(max(pressure, -50.0), 700.0), 0.1),

@@ -23,6 +23,7 @@ from firmware_sim.physics import (
     PumpCurve,
     newton_step,
     operating_point,
+    split_operating_point,
 )
 from firmware_sim.scenario import FaultModel, HomeModel
 from firmware_sim.weather import LOCAL_OFFSET_H, Weather
@@ -46,12 +47,19 @@ WALKWAY_REACH_FT = 10.0
 WALKWAY_ICE_KG = 0.2
 #: Degree-hour melt of walkway ice, kg per °C per hour.
 WALKWAY_MELT_KG_PER_C_H = 0.25
-#: Elevation of a laundry tub / floor drain hose outlet above the basement floor, m.
-HOSE_OUTLET_ABOVE_FLOOR_M = 0.5
 #: Pit water relaxes toward its inflow's temperature with this time constant.
 PIT_WATER_TAU_S = 8 * 3600.0
 PIPE_FLOW_TAU_S = 20.0
 EPS_CM = 1e-6
+#: Share of the pumped water a diversion must take to count as a sanitary discharge
+#: (issue 14: a tee that sends 10 % elsewhere is a clean house for that rule).
+DIVERSION_LABEL_SHARE = 0.25
+#: Storm-only hose: in while it rains at least this hard, out this long after the rain.
+STORM_HOSE_MM_PER_H = 1.0
+STORM_HOSE_AFTER_H = 6.0
+#: Night-only hose: local hours.
+NIGHT_HOSE_FROM, NIGHT_HOSE_TO = 22, 6
+PUMP_FAULTS = ("pump_dead", "pump_no_flow", "pump_no_current")
 
 
 @dataclass(slots=True)
@@ -64,6 +72,7 @@ class Snapshot:
     current_a: float
     outlet_lpm: float
     pressure_kpa: float
+    riser_kpa: float = 0.0
 
 
 @dataclass(slots=True)
@@ -106,9 +115,17 @@ class HomeSim:
     counters: Counters = field(default_factory=Counters)
     pump_events: list[Snapshot] = field(default_factory=list)
     _pump_event_times: list[float] = field(default_factory=list)
-    _op_cache: dict[tuple[int, int, int], tuple[float, float]] = field(default_factory=dict)
+    _split_cache: dict[tuple[int, int, int, float], tuple[float, float, float]] = field(
+        default_factory=dict
+    )
     _night_hose: bool = False
     _inflow_c: float = 9.0
+    share: float = 1.0  # of the pumped water the hose takes while diverted
+    backflow_lpm: float = BACKFLOW_LPM
+    _hose_ran: bool = False  # water went down the hose since it was put in
+    _storm_until_h: float = -1.0
+    _pump_fail_seen: bool = False
+    _hose_k: dict[float, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         m = self.model
@@ -140,6 +157,40 @@ class HomeSim:
         self.s_slow_l = m.inflow.baseflow_lpm * k_slow_min
         self.water_c = m.inflow.groundwater_c
         self.micro_offset_c = self.rng.uniform(-0.7, 0.7)
+        for f in m.fault:
+            if f.kind == "sanitary_tee" and f.share < 1.0:
+                self._hose_k[f.share] = self._calibrate_tee(f.share)
+
+    def _calibrate_tee(self, share: float) -> float:
+        """Loss coefficient of the tee's hose that takes ``share`` of the flow at mid-pit.
+
+        A real tee takes whatever its hose's size, length and kinks give; the sweep
+        asks for a share, so the hose is given the resistance that yields it.
+        """
+        pit = self.model.pit
+        level = int((pit.pump_on_cm + pit.pump_off_cm) / 2)
+        lo, hi = 0.0, 20.0  # log10 of the loss coefficient
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            got = self._split(level, (self.primary,), 10**mid)[2]
+            total = self._split(level, (self.primary,), 10**mid)[0]
+            if total > 0 and got / total > share:
+                lo = mid
+            else:
+                hi = mid
+        return 10 ** ((lo + hi) / 2)
+
+    def _split(
+        self, level_cm: int, pumps: tuple[PumpCurve, ...], hose_k: float
+    ) -> tuple[float, float, float]:
+        level_m = level_cm / 100.0
+        main = (self.model.line.line_rise_m - level_m, self.system)
+        hose = Pipe(self.hose.inside_diameter_m, self.hose.length_m, hose_k)
+        return split_operating_point(pumps, main, (self._hose_static(level_m), hose))
+
+    def _hose_static(self, level_m: float) -> float:
+        floor_m = self.model.pit.depth_cm / 100.0
+        return floor_m - level_m + self.model.line.hose_outlet_above_floor_m
 
     def settle(self, weather: Weather) -> None:
         """Start the empty exterior run at the temperature of its surroundings."""
@@ -158,10 +209,23 @@ class HomeSim:
             return False
         return any(f.kind == kind and f.active(hours) for f in self.model.fault)
 
-    def _update_diversion(self, now: datetime, hours: float, air_c: float) -> None:
+    def _update_diversion(self, now: datetime, hours: float, weather: Weather) -> None:
+        was = self.diverted
+        self._hose_in_place(now, hours, weather)
+        if not self.diverted or not was:
+            self._hose_ran = False
+
+    def _hose_in_place(self, now: datetime, hours: float, weather: Weather) -> None:
         """Hose to the sanitary sewer: always (destination), scheduled, or on freezing nights."""
+        air_c = weather.air_c + self.micro_offset_c
+        self.share = 1.0
         if self.model.line.destination == "sanitary" or self.fault_active("sanitary_hose", hours):
             self.diverted = True
+            return
+        tees = self._faults("sanitary_tee", hours)
+        if tees:
+            self.diverted = self._tee_in(tees[0], now, hours, weather)
+            self.share = tees[0].share if self.diverted else 1.0
             return
         nights = self._faults("sanitary_hose_freezing_nights", hours)
         if not nights:
@@ -178,35 +242,69 @@ class HomeSim:
             self._night_hose = True
         self.diverted = self._night_hose
 
+    def _tee_in(self, f: FaultModel, now: datetime, hours: float, weather: Weather) -> bool:
+        """Whether the owner has the hose in place now, by its schedule."""
+        local = now + timedelta(hours=LOCAL_OFFSET_H)
+        if f.schedule == "nights":
+            return local.hour >= NIGHT_HOSE_FROM or local.hour < NIGHT_HOSE_TO
+        if f.schedule == "weekends":
+            return local.weekday() >= 5
+        if f.schedule == "storms":
+            if weather.precip_mm_per_h >= STORM_HOSE_MM_PER_H and weather.air_c > 1.0:
+                self._storm_until_h = hours + STORM_HOSE_AFTER_H
+            return hours < self._storm_until_h
+        return True
+
     # -- hydraulics ---------------------------------------------------------------------
-    def _pumps_flow(self, level_cm: float, primary: bool, backup: bool) -> tuple[float, float]:
-        """Pump flow (L/min) and pump head (m) for the running pumps at this level."""
-        key = (int(level_cm), int(primary) + 2 * int(backup), int(self.diverted))
-        hit = self._op_cache.get(key)
+    def _pumps_split(
+        self, level_cm: float, primary: bool, backup: bool
+    ) -> tuple[float, float, float]:
+        """Pump flow (L/min), head (m) and the part of the flow that goes down the hose."""
+        tee = self.diverted and self.share < 1.0
+        mode = int(self.diverted) + int(tee) + int(tee and self.plugged)
+        key = (int(level_cm), int(primary) + 2 * int(backup), mode, self.share)
+        hit = self._split_cache.get(key)
         if hit is not None:
             return hit
         pumps = tuple(
             p for p, on in ((self.primary, primary), (self.backup, backup)) if on and p is not None
         )
         level_m = int(level_cm) / 100.0
-        if self.diverted:
-            depth_m = self.model.pit.depth_cm / 100.0
-            static = depth_m - level_m + HOSE_OUTLET_ABOVE_FLOOR_M
-            result = operating_point(pumps, static, self.hose)
+        result: tuple[float, float, float]
+        if tee and not self.plugged:
+            result = self._split(int(level_cm), pumps, self._hose_k[self.share])
+        elif self.diverted:
+            hose = self.hose
+            if tee:  # the main leg is iced shut: all of it goes down the tee's hose
+                hose = Pipe(hose.inside_diameter_m, hose.length_m, self._hose_k[self.share])
+            flow, head = operating_point(pumps, self._hose_static(level_m), hose)
+            result = (flow, head, flow)
         else:
-            result = operating_point(pumps, self.model.line.line_rise_m - level_m, self.system)
-        self._op_cache[key] = result
+            flow, head = operating_point(pumps, self.model.line.line_rise_m - level_m, self.system)
+            result = (flow, head, 0.0)
+        self._split_cache[key] = result
         return result
 
-    def _pump_flow_now(self, hours: float) -> float:
-        primary = self.motor_on and not self.fault_active("pump_no_flow", hours)
+    def _impeller_turns(self, hours: float) -> bool:
+        """The primary moves water: commanded, powered and with a working impeller."""
+        return (
+            self.motor_on
+            and not self.fault_active("pump_no_flow", hours)
+            and not self.fault_active("pump_no_current", hours)
+        )
+
+    def _pump_flows_now(self, hours: float) -> tuple[float, float, float]:
+        """Pump flow, head and the hose's part of it, now (L/min, m, L/min)."""
+        primary = self._impeller_turns(hours)
         backup = self.backup_on
         if not (primary or backup):
-            return 0.0
+            return 0.0, 0.0, 0.0
         if self.plugged and not self.diverted:
-            return 0.0
-        flow, _ = self._pumps_flow(self.level_cm, primary, backup)
-        return flow
+            return 0.0, 0.0, 0.0
+        return self._pumps_split(self.level_cm, primary, backup)
+
+    def _pump_flow_now(self, hours: float) -> float:
+        return self._pump_flows_now(hours)[0]
 
     def _primary_wants(self, hours: float) -> bool:
         """Float switch (or a stuck one) and the motor's health decide the primary pump."""
@@ -243,10 +341,16 @@ class HomeSim:
         self.pump_events.append(self.snapshot(hours))
 
     def _after_stop(self, hours: float) -> None:
-        if self.diverted:
+        if self.diverted and self.share >= 1.0:
             return
-        if self.fault_active("check_valve_fail", hours) or not self.model.line.check_valve:
+        leaks = self._faults("check_valve_leak", hours)
+        if leaks:
+            # A valve that seats badly: the line seeps back over the whole off period.
+            self.backflow_left_l = self.line_l
+            self.backflow_lpm = leaks[0].leak_lpm
+        elif self.fault_active("check_valve_fail", hours) or not self.model.line.check_valve:
             self.backflow_left_l = self.line_l  # the whole indoor line falls back
+            self.backflow_lpm = BACKFLOW_LPM
         elif self.line_l > self.hold_l:
             # The indoor run past the riser drains on out of the outlet.
             self.counters.outlet_l += self.line_l - self.hold_l
@@ -257,7 +361,7 @@ class HomeSim:
         now = self.start + timedelta(seconds=t0_s + dt_s)
         hours0 = t0_s / 3600.0
         air = weather.air_c + self.micro_offset_c
-        self._update_diversion(now, hours0, air)
+        self._update_diversion(now, hours0, weather)
         self._inflow(weather, dt_s)
         self.pump_events.clear()
         self._pump_event_times.clear()
@@ -280,58 +384,43 @@ class HomeSim:
         pit = self.model.pit
         c = self.counters
         q_in = self.inflow_lpm
-        q_back = BACKFLOW_LPM if self.backflow_left_l > 0 else 0.0
-        q_pump = self._pump_flow_now(hours)
+        q_back = self.backflow_lpm if self.backflow_left_l > 0 else 0.0
+        q_pump, _, q_hose = self._pump_flows_now(hours)
         stuck = self.fault_active("float_stuck", hours)
         if self.level_cm <= pit.intake_cm + EPS_CM and q_pump > 0:
             # Pump snoring at its intake: it can move only what flows in.
             q_pump = min(q_pump, q_in + q_back)
-        filling = (not self.diverted) and self.line_l < self.indoor_volume_l - 1e-9
+        if self.level_cm <= pit.intake_cm + EPS_CM and q_pump > 0:
+            q_hose *= q_pump / max(self._pump_flow_now(hours), 1e-9)
+        full_hose = self.diverted and self.share >= 1.0
+        filling = (not full_hose) and self.line_l < self.indoor_volume_l - 1e-9
         net = q_in + q_back - q_pump
         rate = net * 1000.0 / 60.0 / self.area_cm2  # cm/s
-        limit = self._time_to_next_mark(rate, remaining, stuck)
-        if filling and q_pump > 0:
-            limit = min(limit, (self.indoor_volume_l - self.line_l) / q_pump * 60.0)
-        if q_back > 0:
-            limit = min(limit, self.backflow_left_l / q_back * 60.0)
-        limit = max(limit, 1e-6)
-        self._move_water(limit / 60.0, q_in, q_back, q_pump, filling=filling)
-        level = self.level_cm + rate * limit
-        if level > pit.depth_cm:
-            c.overflow_l += (level - pit.depth_cm) * self.area_cm2 / 1000.0
-            level = pit.depth_cm
-        self.level_cm = max(level, 0.0)
-        return limit
-
-    def _time_to_next_mark(self, rate: float, remaining: float, stuck: bool) -> float:
-        """Seconds until the level reaches the next switch point or the pit's limits
-        at ``rate`` (cm/s), at most ``remaining``."""
-        pit = self.model.pit
-        pump = self.model.pump
+        limit = remaining
         if rate < 0:
             targets = [pit.intake_cm]
             if self.motor_on and not stuck:
                 targets.append(pit.pump_off_cm)
             if self.backup_on and self.backup is not None:
-                targets.append(pump.backup_off_cm)
-            gaps = [(self.level_cm - m) / -rate for m in targets if self.level_cm > m + EPS_CM]
+                targets.append(self.model.pump.backup_off_cm)
+            for mark in targets:
+                if self.level_cm > mark + EPS_CM:
+                    limit = min(limit, (self.level_cm - mark) / -rate)
         elif rate > 0:
             targets = [pit.depth_cm]
             if not self.motor_on:
                 targets.append(pit.pump_on_cm)
             if self.backup is not None and not self.backup_on:
-                targets.append(pump.backup_on_cm)
-            gaps = [(m - self.level_cm) / rate for m in targets if self.level_cm < m - EPS_CM]
-        else:
-            gaps = []
-        return min([remaining, *gaps])
-
-    def _move_water(
-        self, minutes: float, q_in: float, q_back: float, q_pump: float, *, filling: bool
-    ) -> None:
-        """Count ``minutes`` of inflow, backflow and pumping, and route what was pumped:
-        diverted, into the indoor line while it fills, or out of the outlet."""
-        c = self.counters
+                targets.append(self.model.pump.backup_on_cm)
+            for mark in targets:
+                if self.level_cm < mark - EPS_CM:
+                    limit = min(limit, (mark - self.level_cm) / rate)
+        if filling and q_pump > 0:
+            limit = min(limit, (self.indoor_volume_l - self.line_l) / q_pump * 60.0)
+        if q_back > 0:
+            limit = min(limit, self.backflow_left_l / q_back * 60.0)
+        limit = max(limit, 1e-6)
+        minutes = limit / 60.0
         c.inflow_l += q_in * minutes
         c.backflow_l += q_back * minutes
         c.pumped_l += q_pump * minutes
@@ -339,12 +428,24 @@ class HomeSim:
         if q_back > 0:
             self.line_l = max(0.0, self.line_l - q_back * minutes)
         moved = q_pump * minutes
-        if self.diverted:
+        if moved > 0 and self.diverted:
+            self._hose_ran = True
+        if full_hose:
             c.diverted_l += moved
-        elif filling:
+            moved = 0.0
+        else:
+            c.diverted_l += q_hose * minutes
+            moved -= q_hose * minutes
+        if filling:
             self.line_l = min(self.indoor_volume_l, self.line_l + moved)
         else:
             c.outlet_l += moved
+        level = self.level_cm + rate * limit
+        if level > pit.depth_cm:
+            c.overflow_l += (level - pit.depth_cm) * self.area_cm2 / 1000.0
+            level = pit.depth_cm
+        self.level_cm = max(level, 0.0)
+        return limit
 
     def _inflow(self, weather: Weather, dt_s: float) -> None:
         """Drain tile inflow from two linear reservoirs fed by rain and snowmelt."""
@@ -441,33 +542,74 @@ class HomeSim:
         """Truth at this instant for the pit and outlet nodes."""
         running = self.motor_on or self.backup_on
         no_flow = self.fault_active("pump_no_flow", hours)
-        q_pump = self._pump_flow_now(hours)
-        if self.level_cm <= self.model.pit.intake_cm + EPS_CM:
+        no_current = self.fault_active("pump_no_current", hours)
+        q_pump, head, q_hose = self._pump_flows_now(hours)
+        if self.level_cm <= self.model.pit.intake_cm + EPS_CM and q_pump > 0:
+            q_hose *= min(q_pump, self.inflow_lpm) / q_pump
             q_pump = min(q_pump, self.inflow_lpm)
         dry = self.level_cm <= self.model.pit.intake_cm + EPS_CM or no_flow
-        current = self.primary.current(q_pump, dry=dry) if self.motor_on else 0.0
+        current = 0.0
+        if self.motor_on and not no_current:
+            current = self.primary.current(q_pump, dry=dry)
+            if no_flow:
+                current *= self._faults("pump_no_flow", hours)[0].current_share / 0.55
         outlet = 0.0
         pressure = 0.0
-        if running and not self.diverted:
-            if self.plugged:
-                # Dead-heading against the ice: shut-off head less the lift to the node.
-                pumps = [
-                    p
-                    for p, on in (
-                        (self.primary, self.motor_on and not no_flow),
-                        (self.backup, self.backup_on),
-                    )
-                    if on and p is not None
-                ]
-                if pumps:
-                    shutoff = max(p.shutoff_head_m for p in pumps)
-                    lift = self.model.line.line_rise_m - self.level_cm / 100.0
-                    pressure = max(0.0, shutoff - lift) * KPA_PER_M
-            elif self.line_l >= self.indoor_volume_l - 1e-6 and q_pump > 0:
-                outlet = q_pump
+        turning = [
+            p
+            for p, on in (
+                (self.primary, self._impeller_turns(hours)),
+                (self.backup, self.backup_on),
+            )
+            if on and p is not None
+        ]
+        lift = self.model.line.line_rise_m - self.level_cm / 100.0
+        if running and self.plugged and turning and not self.diverted:
+            # Dead-heading against the ice: shut-off head less the lift to the node.
+            head = max(p.shutoff_head_m for p in turning)
+            pressure = max(0.0, head - lift) * KPA_PER_M
+        elif running and self.plugged and turning:
+            # The tee's hose carries it all; the iced main leg stands at the tee's head.
+            pressure = max(0.0, head - lift) * KPA_PER_M
+        elif running and not (self.diverted and self.share >= 1.0):
+            q_main = q_pump - q_hose
+            if self.line_l >= self.indoor_volume_l - 1e-6 and q_main > 0:
+                outlet = q_main
                 back = 0.5 if self.model.line.destination == "storm_lateral" else 0.0
-                pressure = (self.exterior.loss_m(q_pump) + back) * KPA_PER_M
-        return Snapshot(self.level_cm, self.motor_on, self.backup_on, current, outlet, pressure)
+                pressure = (self.exterior.loss_m(q_main) + back) * KPA_PER_M
+        riser = self._riser_kpa(head if turning else 0.0)
+        return Snapshot(
+            self.level_cm, self.motor_on, self.backup_on, current, outlet, pressure, riser
+        )
+
+    def _riser_kpa(self, head_m: float) -> float:
+        """What a tap on the riser near the pump reads (kPa).
+
+        Running, it reads the pump's head less the rise from the pit's water to the
+        tap, whatever happens downstream (outlet, tee, hose or ice). Idle, it reads
+        the column the check valve holds above it (0 once that has drained back).
+        """
+        tap_m = self.model.tap_above_floor_m
+        if head_m > 0:
+            return max(0.0, head_m - (tap_m - self.level_cm / 100.0)) * KPA_PER_M
+        if self.diverted and self.share >= 1.0:
+            return 0.0
+        rise = self.model.line.line_rise_m
+        column = min(self.line_l / max(self.riser_l, 1e-9), 1.0) * rise - tap_m
+        return max(0.0, column) * KPA_PER_M
+
+    def running_tap_kpa(self) -> float:
+        """What the discharge node's tap reads with the primary running into the open
+        line at mid-pit (what an installer notes as its static head)."""
+        pit = self.model.pit
+        level_m = (pit.pump_on_cm + pit.pump_off_cm) / 200.0
+        flow, head = operating_point(
+            (self.primary,), self.model.line.line_rise_m - level_m, self.system
+        )
+        if self.model.pressure_tap == "riser":
+            return max(0.0, head - (self.model.tap_above_floor_m - level_m)) * KPA_PER_M
+        back = 0.5 if self.model.line.destination == "storm_lateral" else 0.0
+        return (self.exterior.loss_m(flow) + back) * KPA_PER_M
 
     def pump_event_list(self) -> list[tuple[float, Snapshot]]:
         """Pump starts/stops during the last step, with their times (s since start)."""
@@ -477,7 +619,7 @@ class HomeSim:
     def conditions(self, hours: float) -> set[str]:
         """The conditions that truly hold now (rule ids)."""
         held: set[str] = set()
-        if self.diverted:
+        if self.diverted and self._hose_ran and self.share >= DIVERSION_LABEL_SHARE:
             held.add("sanitary_discharge")
         if self.plugged:
             held.add("frozen_line")
@@ -487,6 +629,21 @@ class HomeSim:
             held.add("high_water")
         if self.fault_active("float_stuck", hours) and not self.fault_active("pump_dead", hours):
             held.add("continuous_run")
-        if self.fault_active("check_valve_fail", hours) and self.model.line.check_valve:
+        valve = self.fault_active("check_valve_fail", hours) or self.fault_active(
+            "check_valve_leak", hours
+        )
+        if valve and self.model.line.check_valve:
             held.add("short_cycling")
+        if self._pump_failed(hours):
+            held.add("pump_failure")
         return held
+
+    def _pump_failed(self, hours: float) -> bool:
+        """A failed primary, from the moment it is called on (float up or level at the
+        on mark) until it is repaired."""
+        if not any(self.fault_active(k, hours) for k in PUMP_FAULTS):
+            self._pump_fail_seen = False
+            return False
+        if self.motor_on or self.level_cm >= self.model.pit.pump_on_cm - EPS_CM:
+            self._pump_fail_seen = True
+        return self._pump_fail_seen

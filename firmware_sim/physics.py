@@ -127,3 +127,43 @@ def operating_point(
 def newton_step(temp_c: float, ambient_c: float, dt_s: float, tau_s: float) -> float:
     """Exact step of Newton cooling ``dT/dt = (ambient - T) / tau`` over ``dt``."""
     return ambient_c + (temp_c - ambient_c) * math.exp(-dt_s / tau_s)
+
+
+def branch_flow(head_m: float, static_head_m: float, pipe: Pipe) -> float:
+    """Flow (L/min) through a branch whose far end sits ``static_head_m`` above the
+    reference, when the head at its start is ``head_m`` (0 if that cannot lift it)."""
+    if head_m <= static_head_m:
+        return 0.0
+    lo, hi = 0.0, 4000.0
+    for _ in range(36):
+        mid = (lo + hi) / 2
+        if pipe.loss_m(mid) < head_m - static_head_m:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def split_operating_point(
+    pumps: tuple[PumpCurve, ...],
+    main: tuple[float, Pipe],
+    branch: tuple[float, Pipe],
+) -> tuple[float, float, float]:
+    """Total flow, head and the branch's flow when a tee splits the pumps' discharge.
+
+    Both legs start at the tee with the same head (friction before the tee is
+    folded into the legs): each carries the flow its static lift and friction
+    allow, and the pumps meet their sum. ``main`` and ``branch`` are
+    ``(static head m, pipe)`` relative to the pit's water surface.
+    """
+    top = max(p.shutoff_head_m for p in pumps)
+    lo, hi = 0.0, top
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        legs = branch_flow(mid, *main) + branch_flow(mid, *branch)
+        if legs < sum(p.flow_at(mid) for p in pumps):
+            lo = mid
+        else:
+            hi = mid
+    head = (lo + hi) / 2
+    return sum(p.flow_at(head) for p in pumps), head, branch_flow(head, *branch)

@@ -26,12 +26,18 @@ Destination = Literal["grade", "swale", "storm_lateral", "sanitary"]
 FaultKind = Literal[
     "sanitary_hose",
     "sanitary_hose_freezing_nights",
+    "sanitary_tee",
     "pump_dead",
     "pump_no_flow",
+    "pump_no_current",
     "float_stuck",
     "check_valve_fail",
+    "check_valve_leak",
     "node_offline",
 ]
+#: When a ``sanitary_tee`` hose is in place: from start_h to end_h (``window``), every
+#: night 22:00-06:00 local, while it rains (and 6 h after), or Saturday and Sunday local.
+HoseSchedule = Literal["window", "nights", "storms", "weekends"]
 BadKind = Literal[
     "malformed_json",
     "not_utf8",
@@ -52,6 +58,7 @@ CONDITIONS = (
     "continuous_run",
     "short_cycling",
     "sensor_silent",
+    "pump_failure",
 )
 
 
@@ -134,6 +141,9 @@ class LineModel(BaseModel):
     )
     minor_loss_k: float = Field(4.0, ge=0)
     check_valve: bool = True
+    hose_outlet_above_floor_m: float = Field(
+        0.5, description="Where a diversion hose ends: ~0 floor drain, ~0.9 laundry tub rim"
+    )
     outlet_to_walkway_ft: float | None = None
 
 
@@ -163,6 +173,14 @@ class FaultModel(BaseModel):
     from_hour: int = Field(20, ge=0, le=23, description="Freezing-nights hose: local hour")
     to_hour: int = Field(7, ge=0, le=23)
     below_c: float = 0.0
+    share: float = Field(
+        1.0, gt=0, le=1, description="sanitary_tee: share of the pumped water the hose takes"
+    )
+    schedule: HoseSchedule = "window"
+    leak_lpm: float = Field(0.5, gt=0, description="check_valve_leak: leak-back rate")
+    current_share: float = Field(
+        0.55, gt=0, le=1.2, description="pump_no_flow: motor current as a share of rated"
+    )
 
     def active(self, hours: float) -> bool:
         """True while the fault is scheduled at ``hours`` after the start."""
@@ -180,6 +198,16 @@ class HomeModel(BaseModel):
     discharge_interval_s: float = Field(10.0, gt=0)
     air_interval_s: float = Field(60.0, gt=0)
     air_node: bool = True
+    sensor_noise: float = Field(1.0, ge=0, description="Multiplies every sensor's noise")
+    dropout: float = Field(0.0, ge=0, le=0.2, description="Share of telemetry messages lost")
+    pump_current_sensor: bool = True
+    pressure_tap: Literal["outlet", "riser"] = "outlet"
+    tap_above_floor_m: float = Field(
+        1.0, ge=0, description="Riser tap: height above the pit floor (above the check valve)"
+    )
+    tap_registered: bool = Field(
+        False, description="The registry records the tap and its running static head"
+    )
     pit: PitModel = PitModel()
     pump: PumpModel = PumpModel()
     line: LineModel = LineModel()
@@ -187,6 +215,9 @@ class HomeModel(BaseModel):
     fault: tuple[FaultModel, ...] = ()
     registered: dict[str, Any] = Field(
         default_factory=dict, description="Registry installation fields that differ from truth"
+    )
+    registered_pit: dict[str, float] = Field(
+        default_factory=dict, description="Registry pit fields that differ from truth"
     )
     expect: tuple[str, ...] = Field((), description="Conditions this home must produce")
 

@@ -15,8 +15,6 @@ import typer
 import uvicorn
 from rich.console import Console
 
-from firmware_sim.cli import plot as plot_scenario
-from firmware_sim.cli import simulate
 from gateway.accounts.cli import user_app
 from gateway.cases.cli import case_app
 from gateway.examples import EXAMPLE_SITES, EXAMPLE_USERS
@@ -215,17 +213,27 @@ def schema(
 
 
 # Commands that live with their feature's package.
-app.command("simulate")(simulate)
-app.command("plot-scenario")(plot_scenario)
 app.command("audit")(rules_cli.audit)
 app.command("replay")(rules_cli.replay)
-app.command("score")(rules_cli.score)
 app.add_typer(report_app, name="report")
 app.add_typer(user_app, name="user")
 app.add_typer(case_app, name="case")
 app.command("provision")(provision)
 app.add_typer(db_app, name="db")
 app.command("provision-gateway")(provision_gateway)
+
+
+def _mount_simulator() -> None:
+    """The simulator's commands (simulate, plot-scenario, score), only when it is installed:
+    the product never needs firmware_sim to run (issue 13)."""
+    try:
+        from firmware_sim.cli import mount
+    except ImportError:
+        return
+    mount(app)
+
+
+_mount_simulator()
 
 
 def main() -> None:

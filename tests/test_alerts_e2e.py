@@ -43,7 +43,8 @@ async def test_a_failed_pump_in_simulated_telemetry_ends_in_one_high_water_email
     start = datetime.now(UTC) - timedelta(hours=4)
     run = run_offline("pump_failure_high_water", homes=1, start=start, duration=timedelta(hours=4))
     (home,) = run.labels["homes"]
-    assert [c["condition"] for c in home["conditions"]] == ["high_water"]
+    # The simulator also labels the pump failure itself (issue 14); the pit does rise.
+    assert "high_water" in {c["condition"] for c in home["conditions"]}
     sites = tmp_path / "sites.toml"
     sites.write_text(registry_with_contacts(run.sites_toml))
     settings = Settings(

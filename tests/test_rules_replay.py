@@ -10,11 +10,12 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from firmware_sim.cli import score
 from firmware_sim.offline import run_offline, write_jsonl
-from gateway.rules.cli import audit, replay, score
+from firmware_sim.scoring import registry_from_toml
+from gateway.rules.cli import audit, replay
 from gateway.rules.pack import load_packs
 from gateway.rules.replay import parse_line, replay_file
-from gateway.rules.scoring import registry_from_toml
 from gateway.settings import REPO_DIR
 
 

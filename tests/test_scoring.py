@@ -7,10 +7,25 @@ and recall >= 0.95 with detection within 3 pump cycles; every other detector at
 
 from __future__ import annotations
 
+import ast
+import os
+import subprocess
+import sys
+
 import pytest
+from typer.testing import CliRunner
 
 from firmware_sim.offline import list_scenarios
-from gateway.rules.scoring import Score, score_scenarios
+from firmware_sim.scoring import (
+    Score,
+    SweepScore,
+    missed_targets,
+    score_scenarios,
+    score_sweep,
+    share_delay_target,
+)
+from firmware_sim.sweep import build_sweep, smoke_sweep
+from gateway.settings import REPO_DIR
 
 STRICT = ("sanitary_discharge", "icing_risk")
 OTHERS = ("frozen_line", "high_water", "continuous_run", "short_cycling", "sensor_silent")
@@ -50,3 +65,117 @@ def test_other_detectors_precision_and_recall_at_least_09(score: Score, rule_id:
     assert rs.labels > 0, f"the suite has no {rule_id} label to score against"
     assert rs.precision >= 0.9, rs.false_positives
     assert rs.recall is not None and rs.recall >= 0.9, rs.missed
+
+
+# -- issue 14: the sweep of varied houses ---------------------------------------------------
+
+SWEEP_REASON = (
+    "issue 14 targets (P/R >= 0.95 per detector, 0 findings on clean site-weeks, sanitary "
+    "delay <= 3 cycles at >= 50 % and <= 10 at 25-50 %) are not met by today's detectors; "
+    "the detectors branch works on them and the lead flips this"
+)
+
+
+@pytest.fixture(scope="module")
+def smoke() -> SweepScore:
+    return score_sweep(smoke_sweep(1), workers=2)
+
+
+def test_the_product_never_imports_the_simulator() -> None:
+    offenders = []
+    for package in ("gateway", "alerts"):
+        for path in (REPO_DIR / package).rglob("*.py"):
+            if path == REPO_DIR / "gateway" / "cli.py":
+                continue  # the composition root mounts the simulator's commands if installed
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                if any(n.split(".")[0] == "firmware_sim" for n in names):
+                    offenders.append(str(path.relative_to(REPO_DIR)))
+    assert offenders == []
+
+
+def test_sumpwatch_score_comes_with_the_simulator_and_offers_the_sweep() -> None:
+    from gateway.cli import app
+
+    result = CliRunner().invoke(app, ["score", "--help"])
+    assert result.exit_code == 0
+    assert "--sweep" in result.output
+
+
+def test_a_sweep_scores_every_case_and_counts_clean_site_weeks(smoke: SweepScore) -> None:
+    cases = smoke_sweep(1)
+    assert smoke.cases == len(cases)
+    assert smoke.clean_weeks == sum(c.clean for c in cases) > 0
+    for family, score in smoke.by_family.items():
+        labels = sum(rs.labels for rs in score.rules.values())
+        assert (labels == 0) == (family == "clean"), family
+
+
+@pytest.mark.parametrize("dimension", ["share", "schedule", "tap", "interval", "noise", "season"])
+def test_a_sweep_is_scored_per_value_of_each_dimension(smoke: SweepScore, dimension: str) -> None:
+    values = {v for d, v in smoke.by_dim if d == dimension}
+    assert len(values) >= 2
+    # Each value's score is the sum over its cases, so the values of a dimension that
+    # every case has add up to the total.
+    if dimension in ("tap", "interval", "noise", "season"):
+        labels = sum(s.rules[r].labels for (d, _), s in smoke.by_dim.items() if d == dimension
+                     for r in s.rules)  # fmt: skip
+        assert labels == sum(rs.labels for rs in smoke.total.rules.values())
+
+
+def test_share_delay_targets_follow_the_issue() -> None:
+    assert share_delay_target("100%") == share_delay_target("50%") == 3
+    assert share_delay_target("33%") == share_delay_target("25%") == 10
+    assert share_delay_target("10%") is None and share_delay_target("0%") is None
+
+
+@pytest.mark.xfail(strict=False, reason=SWEEP_REASON)
+def test_smoke_sweep_meets_the_issue_14_targets(smoke: SweepScore) -> None:
+    assert missed_targets(smoke) == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("SUMPWATCH_FULL_SWEEP") != "1",
+    reason="the full sweep (~430 cases): SUMPWATCH_FULL_SWEEP=1, or `sumpwatch score --sweep`",
+)
+@pytest.mark.xfail(strict=False, reason=SWEEP_REASON)
+def test_full_sweep_meets_the_issue_14_targets() -> None:
+    full = score_sweep(build_sweep(1), workers=2)
+    assert full.clean_weeks >= 200
+    assert sum(rs.labels for rs in full.total.rules.values()) >= 200
+    assert missed_targets(full) == []
+
+
+def test_the_sweep_report_renders_as_markdown_for_the_docs(smoke: SweepScore) -> None:
+    from firmware_sim.report import markdown_report
+
+    text = markdown_report(smoke)
+    assert "| sanitary_discharge |" in text and "| share | 50% |" in text
+    assert f"Findings on {smoke.clean_weeks} clean site-weeks" in text
+
+
+def test_the_command_line_runs_without_the_simulator_installed() -> None:
+    # A finder that refuses firmware_sim stands in for a wheel built without it.
+    code = (
+        "import sys\n"
+        "class Refuse:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'firmware_sim':\n"
+        "            raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Refuse())\n"
+        "from gateway.cli import app\n"
+        "print(sorted(c.name for c in app.registered_commands if c.name))\n"
+        "print('firmware_sim' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_DIR
+    ).stdout.splitlines()
+    commands = ast.literal_eval(out[0])
+    assert "audit" in commands and "replay" in commands
+    assert not {"score", "simulate", "plot-scenario"} & set(commands)
+    assert out[1] == "False"

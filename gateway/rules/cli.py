@@ -1,6 +1,7 @@
-"""``sumpwatch audit | replay | score``: plain typer command functions.
+"""``sumpwatch audit | replay``: plain typer command functions.
 
-The composition root mounts them (``app.command("audit")(audit)`` ...).
+The composition root mounts them (``app.command("audit")(audit)`` ...). ``score``
+needs the simulator, so it lives with it (``firmware_sim/cli.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from gateway.registry.models import load_registry
 from gateway.rules.audit import audit_sites
 from gateway.rules.pack import load_packs
 from gateway.rules.replay import replay_file
-from gateway.rules.scoring import Score
 from gateway.rules.serialize import citation_json, event_json, finding_json
 from gateway.settings import REPO_DIR
 
@@ -121,59 +121,3 @@ def replay(
         f"{dict(result.rejected)}, {result.invalid_lines} unreadable; "
         f"{len(result.findings)} findings"
     )
-
-
-def score_table(score: Score) -> Table:
-    """The per-detector table (also pasted into docs/detectors.md)."""
-    table = Table(title=f"Detector accuracy over {len(score.scenarios)} scenarios")
-    for col in ("detector", "findings", "labels", "precision", "recall", "median delay",
-                "median delay (pump cycles)"):  # fmt: skip
-        table.add_column(col, justify="right" if col != "detector" else "left")
-    for rs in score.rules.values():
-        recall = "-" if rs.recall is None else f"{rs.recall:.2f}"
-        delay = "-" if rs.median_delay_s is None else f"{rs.median_delay_s:.0f} s"
-        cycles = "-" if rs.median_delay_cycles is None else f"{rs.median_delay_cycles:g}"
-        table.add_row(
-            rs.rule_id, str(rs.findings), str(rs.labels), f"{rs.precision:.2f}", recall, delay,
-            cycles,
-        )  # fmt: skip
-    return table
-
-
-def score(
-    scenario: Annotated[
-        list[str] | None, typer.Option("--scenario", help="Only these (repeatable)")
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Simulator seed")] = 1,
-    packs: PacksOpt = None,
-    silence_factor: Annotated[float, typer.Option(help="As the gateway's setting")] = 6.0,
-    details: Annotated[bool, typer.Option(help="List false positives and misses")] = False,
-    workers: Annotated[int, typer.Option(help="Scenarios run in parallel processes")] = 2,
-) -> None:
-    """Run every simulator scenario offline, replay it through the detectors and compare
-    with the ground-truth labels: per detector precision, recall and median delay."""
-    from firmware_sim.offline import list_scenarios  # the scorer needs the simulator
-    from gateway.rules.scoring import score_scenarios
-
-    console = Console()
-    names = scenario or list_scenarios()
-    try:
-        result = score_scenarios(
-            names,
-            packs_dir=packs,
-            seed=seed,
-            workers=workers,
-            silence_factor=silence_factor,
-            progress=lambda n: console.print(f"[dim]scenario {n}[/dim]"),
-        )
-    except SumpWatchError as exc:
-        raise _fail(exc) from exc
-    console.print(score_table(result))
-    normal = result.normal_findings
-    console.print(f"Findings on normal scenarios: {len(normal)} {normal if normal else ''}")
-    if details:
-        for rs in result.rules.values():
-            for fp in rs.false_positives:
-                console.print(f"[yellow]false positive[/yellow] {rs.rule_id} {fp}")
-            for miss in rs.missed:
-                console.print(f"[red]missed[/red] {rs.rule_id} {miss}")

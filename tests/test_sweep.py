@@ -1,0 +1,96 @@
+"""Issue 14: the sweep of varied houses is wide, deterministic and registered like real homes."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from firmware_sim.sweep import (
+    CLEAN_WEEK_H,
+    INTERVALS_S,
+    SCHEDULES,
+    SHARES,
+    SweepCase,
+    build_sweep,
+)
+
+
+@pytest.fixture(scope="module")
+def sweep() -> list[SweepCase]:
+    return build_sweep(1)
+
+
+def _homes(cases: list[SweepCase]) -> list:
+    return [c.scenario.home[0] for c in cases]
+
+
+def test_the_full_sweep_has_200_clean_site_weeks(sweep: list[SweepCase]) -> None:
+    clean = [c for c in sweep if c.clean]
+    assert len(clean) == 200
+    assert all(c.scenario.duration_h == CLEAN_WEEK_H for c in clean)
+    assert all(not c.scenario.home[0].fault for c in clean)
+    seasons = Counter(c.dim["season"] for c in clean)
+    assert seasons == {s: 50 for s in ("winter", "spring", "summer", "fall")}
+
+
+def test_the_full_sweep_has_over_200_cases_with_a_condition(sweep: list[SweepCase]) -> None:
+    # The labels themselves (at least 200 episodes) are counted by the full sweep's score.
+    faulted = [c for c in sweep if c.scenario.home[0].fault or c.family == "icing"]
+    assert len(faulted) >= 190
+    assert set(Counter(c.family for c in sweep)) == {
+        "diversion", "pump_failure", "check_valve", "frozen", "stuck_float", "icing", "silent",
+        "clean",
+    }  # fmt: skip
+
+
+def test_every_share_schedule_and_tap_is_swept(sweep: list[SweepCase]) -> None:
+    combos = {(c.dim["share"], c.dim["schedule"], c.dim["tap"]) for c in sweep
+              if c.family == "diversion"}  # fmt: skip
+    assert len(combos) == len(SHARES) * len(SCHEDULES) * 2
+
+
+def test_every_pump_and_valve_failure_mode_is_swept(sweep: list[SweepCase]) -> None:
+    failures = {c.dim.get("failure") for c in sweep if c.family == "pump_failure"}
+    assert failures == {"air_lock", "broken_impeller", "float_switch", "no_current"}
+    valves = {c.dim.get("valve") for c in sweep if c.family == "check_valve"}
+    assert valves == {"fast_fallback", "slow_leak", "rain_surge_healthy"}
+    frozen = {(c.dim["diversion"], c.dim["tap"]) for c in sweep if c.family == "frozen"}
+    assert len(frozen) == 6
+
+
+def test_houses_span_the_ordinary_ranges_of_plumbing(sweep: list[SweepCase]) -> None:
+    homes = _homes(sweep)
+    diameters = [h.pit.diameter_cm for h in homes]
+    lifts = [h.line.line_rise_m for h in homes]
+    lengths = [h.line.line_length_m + h.line.exterior_length_m for h in homes]
+    assert 36 <= min(diameters) < 40 and 57 < max(diameters) <= 61
+    assert min(lifts) < 1.5 and max(lifts) > 3.5
+    assert min(lengths) < 6 and max(lengths) > 25
+    assert {h.line.pipe_inside_diameter_in for h in homes} == {1.0, 1.25, 1.5}
+    assert {h.pit_interval_s for h in homes} == set(INTERVALS_S)
+    assert {h.pressure_tap for h in homes} == {"riser", "outlet"}
+    assert {h.pump_current_sensor for h in homes} == {True, False}
+    assert {h.tap_registered for h in homes} == {True, False}
+    assert len({h.sensor_noise for h in homes}) >= 3 and max(h.dropout for h in homes) > 0
+    assert {h.pump.shutoff_head_ft for h in homes} >= {21.0, 28.0}
+
+
+def test_the_registry_is_off_from_the_real_pit_by_realistic_errors(
+    sweep: list[SweepCase],
+) -> None:
+    for home in _homes(sweep):
+        ratio = home.registered_pit["diameter_cm"] / home.pit.diameter_cm
+        assert 0.10 - 0.01 <= abs(ratio - 1) <= 0.15 + 0.01
+        assert abs(home.registered_pit["pump_on_cm"] - home.pit.pump_on_cm) <= 6
+        assert home.registered_pit["pump_on_cm"] < home.pit.alarm_cm
+
+
+def test_the_same_seed_gives_the_same_sweep_and_another_seed_another() -> None:
+    one, again, other = (
+        build_sweep(5, replicas=1, clean_weeks=4),
+        build_sweep(5, replicas=1, clean_weeks=4),
+        build_sweep(6, replicas=1, clean_weeks=4),
+    )
+    assert one == again
+    assert [c.scenario for c in one] != [c.scenario for c in other]
