@@ -222,6 +222,8 @@ def alert_view(
             f"Acknowledged by {alert.acknowledged_by or 'someone'}, "
             f"{sources.ago(alert.acknowledged_at, now)}"
         )
+        if alert.ack_note:
+            ack_text += f": “{alert.ack_note}”"
     return AlertView(
         id=alert.id,
         site_id=alert.site_id,

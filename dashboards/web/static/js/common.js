@@ -133,4 +133,42 @@ SW.timeFormat = (timeZone, withDate) => new Intl.DateTimeFormat(undefined, withD
   ? { timeZone, month: "short", day: "numeric" }
   : { timeZone, hour: "numeric", minute: "2-digit" });
 
+// ---------------------------------------------------------- chart time axes
+// Ticks at round local times of the site's zone: every 1, 2, 3, 6 or 12 hours,
+// each midnight, every other day, each Monday, or each first of the month, so
+// that no axis has more than 8 labels. A midnight tick shows the date, others the hour.
+const HOUR = 3600 * 1000;
+SW.TICK_STEPS_H = [1, 2, 3, 6, 12, 24, 48, 24 * 7, 24 * 14, 24 * 28];
+
+SW.partsOf = (tz) => {
+  const f = new Intl.DateTimeFormat("en-US", {
+    timeZone: tz, year: "numeric", month: "numeric", day: "numeric", hour: "numeric", hourCycle: "h23",
+  });
+  return (ms) => {
+    const o = {};
+    f.formatToParts(new Date(ms)).forEach((p) => { o[p.type] = p.value; });
+    return { y: Number(o.year), m: Number(o.month), d: Number(o.day), h: Number(o.hour) % 24 };
+  };
+};
+
+SW.roundTicks = (min, max, tz) => {
+  const parts = SW.partsOf(tz);
+  const step = SW.TICK_STEPS_H.find((h) => (max - min) / HOUR / h <= 8) || 24 * 28;
+  const ticks = [];
+  for (let t = Math.ceil(min / HOUR) * HOUR; t <= max; t += HOUR) {
+    const p = parts(t);
+    if (step < 24) {
+      if (p.h % step === 0) ticks.push(t);
+      continue;
+    }
+    if (p.h !== 0) continue;
+    const day = Math.floor(Date.UTC(p.y, p.m - 1, p.d) / (24 * HOUR));
+    const weekday = new Date(Date.UTC(p.y, p.m - 1, p.d)).getUTCDay();
+    const keep = step === 24 || (step === 48 && day % 2 === 0) || (step === 24 * 7 && weekday === 1)
+      || (step === 24 * 14 && weekday === 1 && Math.floor(day / 7) % 2 === 0) || (step === 24 * 28 && p.d === 1);
+    if (keep) ticks.push(t);
+  }
+  return ticks;
+};
+
 window.SW = SW;
