@@ -112,6 +112,11 @@ def test_rising_water_tells_its_rate_and_the_time_to_the_rim() -> None:
     assert trend_text(ELM, level, rate, "metric") == "Rising 1 cm/min: at the rim in about 20 min"
 
 
+def test_a_pit_filling_below_the_pump_on_mark_is_not_news() -> None:
+    level = ELM.pit.pump_on_cm - 5
+    assert trend_text(ELM, level, 1.0, "us") == ""
+
+
 def test_a_steady_pit_has_no_trend_and_a_full_one_overflows() -> None:
     rows = [_pit(20.0, 300 - i * 10) for i in range(31)]
     assert trend_text(ELM, 20.0, rise_rate(rows, NOW), "us") == ""

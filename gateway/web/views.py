@@ -49,6 +49,8 @@ class CitationView(BaseModel):
     quote: str = ""
     title: str = ""
     section: str = ""
+    #: The ordinance text's file: for machines (the JSON APIs); pages never show it.
+    file: str = ""
 
 
 class StatusView(BaseModel):
@@ -188,7 +190,9 @@ def citation_view(c: Citation | Mapping[str, str], pack: RulePack | None) -> Cit
         section, quote, file = c.section, c.quote, c.file
     # Pages name the ordinance; only the JSON APIs and machine outputs keep file names.
     title = pack.title if pack is not None and pack.file == file else "Ordinance " + file
-    return CitationView(text=f"{title} §{section}", quote=quote, title=title, section=section)
+    return CitationView(
+        text=f"{title} §{section}", quote=quote, title=title, section=section, file=file
+    )
 
 
 def chart_url(site_id: str, at: datetime, now: datetime) -> str:
@@ -279,7 +283,11 @@ def trend_text(
     site: SiteConfig, level_cm: float | None, rate: float | None, units: UnitSystem
 ) -> str:
     """E.g. "Rising 0.4 in/min: at the rim in about 12 min"; "" when not rising."""
+    # Below the pump-on mark a rising pit is a pit filling before its next cycle:
+    # normal, and no news. Above it the pump should be lowering the water.
     if level_cm is None or rate is None or rate < RISING_CM_PER_MIN:
+        return ""
+    if level_cm < site.pit.pump_on_cm:
         return ""
     speed = f"Rising {fmt('level', rate, units)}/min"
     if is_overflowing(site, level_cm):
