@@ -115,6 +115,8 @@ async def test_dashboard_and_console_have_no_serious_accessibility_violations(
 ) -> None:
     await feed_homes(live_app, ["elm-16", "oak-5"], hours=1.0)
     page = await axe_context.new_page()
+    await page.goto(f"{live_app.base_url}/login")
+    assert await _serious_violations(page) == []
     await browser_login(page, live_app, "edgar-pw", "/site/elm-16")
     await page.goto(f"{live_app.base_url}/site/elm-16")
     await page.wait_for_selector("body[data-charts-ready='24h']", timeout=TIMEOUT_MS)
@@ -158,6 +160,11 @@ async def test_citations_name_the_ordinance_and_quote_it_on_demand(
     await cite.locator("summary").focus()
     await page.keyboard.press("Enter")  # the keyboard opens it too, no hover needed
     await expect(quote).to_be_visible()
+    # Machine outputs keep the file: the console's JSON names it beside the title.
+    view = await page.evaluate("() => fetch('/console/edgar/view.json').then((r) => r.json())")
+    cited = [c for row in view["audit"] for c in row["citations"]]
+    assert cited and all(c["file"].endswith(".txt") for c in cited)
+    assert all(c["text"].startswith("Village of Edgar Sump Pump Ordinance §") for c in cited)
 
 
 # ---------------------------------------------------------------------- 6, 8, 14
