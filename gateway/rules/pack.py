@@ -236,6 +236,7 @@ class _PackModel(BaseModel):
     id: str = Field(pattern=r"^[a-z0-9_.-]{1,64}$")
     name: str
     file: str
+    display_name: str = ""
     season: _SeasonModel
     setbacks: dict[str, _NumberModel] = Field(default_factory=dict)
     pipe: dict[str, _NumberModel] = Field(default_factory=dict)
@@ -453,6 +454,13 @@ class RulePack:
     requirements: tuple[Requirement, ...]
     source: Path | None = None
     enforcement: Enforcement = dc_field(default_factory=Enforcement)
+    #: The ordinance's title as people cite it (pages, alerts); "" for the name's head.
+    display_name: str = ""
+
+    @property
+    def title(self) -> str:
+        """The ordinance's title for people, e.g. "Village of Edgar Sump Pump Ordinance"."""
+        return self.display_name or self.name.split(":")[0]
 
     def number(self, path: str) -> Number | None:
         """A cited number by dotted path, e.g. ``"setbacks.property_line_ft"``."""
@@ -613,6 +621,7 @@ def _build(model: _PackModel, source: Path | None) -> RulePack:
         requirements=requirements,
         source=source,
         enforcement=_enforcement(model, numbers, penalties),
+        display_name=model.display_name,
     )
 
 

@@ -8,6 +8,11 @@ in the pipeline: at one gateway's scale (hundreds of sites, a few viewers each)
 it costs little, needs no hook in the ingest path, and a page that reconnects
 catches up by itself. The session is re-checked every ``RECHECK_S`` so a
 logged-out or disabled account stops receiving data.
+
+Nothing arriving is news too: a sensor that stops reporting changes no row of the
+store, yet the page must say so. So the panels are also re-rendered every
+``RERENDER_S`` whatever the fingerprint says (the status is judged against the
+clock, "last seen" moves on).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ POLL_S = 2.0
 CONSOLE_POLL_S = 5.0
 RECHECK_S = 30.0
 PING_S = 15.0
+RERENDER_S = 30.0
 
 
 async def _fingerprint(services: Services, site_ids: list[str]) -> tuple[Any, ...]:
@@ -72,7 +78,7 @@ def site_events(
         last_ts: dict[str, datetime] = {
             n: r.ts for n, r in (await services.store.latest(site.id)).items()
         }
-        checked = asyncio.get_running_loop().time()
+        checked = rendered = asyncio.get_running_loop().time()
         while True:
             now_mono = asyncio.get_running_loop().time()
             if now_mono - checked > RECHECK_S:
@@ -81,13 +87,13 @@ def site_events(
                     return
                 checked = now_mono
             fingerprint = await _fingerprint(services, [site.id])
-            if fingerprint != seen:
+            if fingerprint != seen or now_mono - rendered > RERENDER_S:
                 if seen is not None:
                     yield ServerSentEvent(event="panels", data=await render_panels())
                     points = await _new_points(services, site, last_ts, units)
                     if points:
                         yield ServerSentEvent(event="points", data=json.dumps(points))
-                seen = fingerprint
+                seen, rendered = fingerprint, now_mono
             await asyncio.sleep(POLL_S)
 
     return EventSourceResponse(stream(), ping=PING_S)
@@ -127,7 +133,7 @@ def console_events(
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
         seen: tuple[Any, ...] | None = None
-        checked = asyncio.get_running_loop().time()
+        checked = rendered = asyncio.get_running_loop().time()
         while True:
             now_mono = asyncio.get_running_loop().time()
             if now_mono - checked > RECHECK_S:
@@ -138,10 +144,10 @@ def console_events(
                     return
                 checked = now_mono
             fingerprint = await _fingerprint(services, site_ids)
-            if fingerprint != seen:
+            if fingerprint != seen or now_mono - rendered > RERENDER_S:
                 if seen is not None:
                     yield ServerSentEvent(event="panels", data=await render_panels())
-                seen = fingerprint
+                seen, rendered = fingerprint, now_mono
             await asyncio.sleep(CONSOLE_POLL_S)
 
     return EventSourceResponse(stream(), ping=PING_S)

@@ -27,7 +27,14 @@ from gateway.web import live, sources
 from gateway.web.series import RANGES, ChartsView, Range, charts_view, season_start
 from gateway.web.templating import render, templates
 from gateway.web.units import UNITS_COOKIE, units_of
-from gateway.web.views import ConsoleView, SiteOverview, console_view, site_overview
+from gateway.web.views import (
+    ConsoleView,
+    SiteOverview,
+    console_view,
+    site_overview,
+    verdict_installation,
+)
+from gateway.web.wording import installation_facts
 
 router = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["dashboard"])
@@ -119,7 +126,9 @@ async def dashboard(request: Request, site_id: str, principal: PrincipalDep) -> 
         site=site,
         o=overview,
         ranges=RANGES,
-        installation=site.installation.model_dump(mode="json"),
+        installation=installation_facts(
+            verdict_installation(site, datetime.now(UTC)), units_of(request)
+        ),
         winter_season=_winter_season(request, site),
     )
 

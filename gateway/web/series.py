@@ -22,7 +22,7 @@ from gateway.services import Services
 from gateway.store.base import Rollup
 from gateway.store.rollups import compose, floor_to
 from gateway.web import sources
-from gateway.web.units import UnitSystem, rounded, unit
+from gateway.web.units import UnitSystem, convert, rounded, unit
 
 Range = Literal["24h", "7d", "season"]
 RANGES: tuple[Range, ...] = ("24h", "7d", "season")
@@ -62,6 +62,22 @@ class Chart(BaseModel):
     marks: list[Mark] = []
     bars: Points = []
     bucket: str = ""
+    #: The y axis spans at least this much (display units), so sensor noise on a
+    #: quiet line is not blown up to fill the chart (-0.1 psi "pressure").
+    min_span: float = 0.0
+    #: The quantity cannot be negative: the axis starts at zero.
+    from_zero: bool = False
+    #: Whole numbers only (counts).
+    integer: bool = False
+
+
+class FindingSpan(BaseModel):
+    """A finding's time on the charts' time axis (shaded)."""
+
+    start_ms: int
+    end_ms: int
+    title: str
+    severity: str
 
 
 class ChartsView(BaseModel):
@@ -74,6 +90,17 @@ class ChartsView(BaseModel):
     end_ms: int
     has_data: bool
     charts: dict[str, Chart]
+    findings: list[FindingSpan] = []
+
+
+#: Smallest y span per quantity, in stored (metric) units.
+MIN_SPAN: dict[str, float] = {"level": 10.0, "flow": 20.0, "pressure": 35.0, "temperature": 10.0}
+
+
+def min_span(quantity: str, units: UnitSystem) -> float:
+    """The quantity's smallest y span in display units (a difference, so no offset)."""
+    span = convert(quantity, MIN_SPAN[quantity], units) - convert(quantity, 0.0, units)
+    return round(span, 1)
 
 
 def _ms(value: datetime) -> int:
@@ -180,7 +207,25 @@ def _cycle_bars(
             d = r.start.astimezone(site.tz).date()
             key = _ms(datetime(d.year, d.month, d.day, tzinfo=site.tz))
         counts[key] += r.pump_cycles
-    return sorted((k, v) for k, v in counts.items())
+    # A cycle split across two rollup buckets counts half in each: a person counts
+    # whole cycles, so each bar is rounded to the nearest whole one.
+    return sorted((k, float(round(v))) for k, v in counts.items())
+
+
+async def _finding_spans(
+    services: Services, site: SiteConfig, start: datetime, end: datetime
+) -> list[FindingSpan]:
+    """Findings open at any time in [start, end], clipped to it."""
+    found = await services.findings.list(site_id=site.id, since=start, until=end, limit=200)
+    return [
+        FindingSpan(
+            start_ms=_ms(max(f.opened_at, start)),
+            end_ms=_ms(min(f.cleared_at or end, end)),
+            title=f.title,
+            severity=f.severity.value,
+        )
+        for f in found
+    ]
 
 
 async def charts_view(
@@ -199,7 +244,8 @@ async def charts_view(
     else:
         start = now - timedelta(days=7) if range_ == "7d" else season_start(site, now, services)
         rollups = await _hourly(services, site, start, now)
-        per = "day"
+        # A week of hourly bars (168) still reads; a season is counted per day.
+        per = "hour" if range_ == "7d" else "day"
         if range_ == "season":
             rollups = {node: _local_days(rows, site) for node, rows in rollups.items()}
     lines = _series(rollups, site, units, with_max=range_ != "24h")
@@ -208,16 +254,39 @@ async def charts_view(
         "level": Chart(
             unit=unit("level", units),
             series=lines.get("level", []),
+            min_span=min_span("level", units),
+            from_zero=True,
             marks=[
                 Mark(label="Alarm", value=rounded("level", pit.alarm_cm, units) or 0),
                 Mark(label="Pump on", value=rounded("level", pit.pump_on_cm, units) or 0),
                 Mark(label="Pump off", value=rounded("level", pit.pump_off_cm, units) or 0),
             ],
         ),
-        "cycles": Chart(unit="cycles", bars=_cycle_bars(rollups, site, per), bucket=per),
-        "flow": Chart(unit=unit("flow", units), series=lines.get("flow", [])),
-        "pressure": Chart(unit=unit("pressure", units), series=lines.get("pressure", [])),
-        "temperature": Chart(unit=unit("temperature", units), series=lines.get("temperature", [])),
+        "cycles": Chart(
+            unit="cycles",
+            bars=_cycle_bars(rollups, site, per),
+            bucket=per,
+            min_span=4,
+            from_zero=True,
+            integer=True,
+        ),
+        "flow": Chart(
+            unit=unit("flow", units),
+            series=lines.get("flow", []),
+            min_span=min_span("flow", units),
+            from_zero=True,
+        ),
+        "pressure": Chart(
+            unit=unit("pressure", units),
+            series=lines.get("pressure", []),
+            min_span=min_span("pressure", units),
+            from_zero=True,
+        ),
+        "temperature": Chart(
+            unit=unit("temperature", units),
+            series=lines.get("temperature", []),
+            min_span=min_span("temperature", units),
+        ),
     }
     return ChartsView(
         range=range_,
@@ -227,6 +296,7 @@ async def charts_view(
         end_ms=_ms(now),
         has_data=any(rows for rows in rollups.values()),
         charts=charts,
+        findings=await _finding_spans(services, site, start, now),
     )
 
 

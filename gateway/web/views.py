@@ -24,10 +24,13 @@ from gateway.rules.catalog import CATALOG
 from gateway.rules.pack import RulePack
 from gateway.rules.verdict import Verdict, VerdictStatus
 from gateway.services import Services
-from gateway.web import sources
+from gateway.web import sources, wording
 from gateway.web.units import UnitSystem, fmt, unit
 
 State = Literal["ok", "attention", "problem", "unknown"]
+#: The detectors' rule for a pump that was called and did not start (by rule id:
+#: the pages only read its open finding).
+PUMP_FAILURE = "pump_failure"
 #: Outlet flow below this (L/min) is "no flow": sensor noise, drips.
 FLOWING_LPM = 0.5
 DESTINATIONS: dict[DischargeDestination | None, str] = {
@@ -40,10 +43,14 @@ DESTINATIONS: dict[DischargeDestination | None, str] = {
 
 
 class CitationView(BaseModel):
-    """An ordinance section, for people."""
+    """An ordinance section, for people: the ordinance's title, never its file name."""
 
-    text: str  # e.g. "Village of Edgar §(c)(2)b"
+    text: str  # e.g. "Village of Edgar Sump Pump Ordinance §(c)(2)b"
     quote: str = ""
+    title: str = ""
+    section: str = ""
+    #: The ordinance text's file: for machines (the JSON APIs); pages never show it.
+    file: str = ""
 
 
 class StatusView(BaseModel):
@@ -59,6 +66,10 @@ class PitView(BaseModel):
 
     level_text: str
     level_pct: float
+    rim_text: str = ""
+    #: e.g. "Rising 0.4 in/min: at the rim in about 12 min"; "" when not rising.
+    trend_text: str = ""
+    overflowing: bool = False
     on_pct: float
     off_pct: float
     alarm_pct: float
@@ -86,6 +97,8 @@ class AlertView(BaseModel):
     assignee: str = ""
     citations: list[CitationView]
     evidence: list[tuple[str, str]]
+    #: The dashboard's charts over the alert's time (a link for people).
+    chart_url: str = ""
     can_ack: bool
     can_assign: bool
     can_resolve: bool
@@ -100,6 +113,7 @@ class ComplianceItemView(BaseModel):
     action: str
     citations: list[CitationView]
     evidence: list[tuple[str, str]] = []
+    chart_url: str = ""
 
 
 class NodeView(BaseModel):
@@ -107,7 +121,10 @@ class NodeView(BaseModel):
 
     id: str
     kind: str
+    kind_text: str = ""
     last_seen_text: str
+    #: Receive time of the newest message (the one clock of "last seen" on every page).
+    last_seen_ms: int | None = None
     reporting: bool
 
 
@@ -123,7 +140,12 @@ class SiteOverview(BaseModel):
     units: UnitSystem
     updated_text: str
     has_data: bool
+    #: When the gateway received the newest message of the site (epoch ms).
     last_reading_ms: int | None
+    last_reading_text: str = "never"
+    #: Older than this (ms) and the page says nothing new is arriving.
+    stale_after_ms: int = 600_000
+    now_ms: int = 0
     status: StatusView
     pit: PitView
     pump_text: str
@@ -166,22 +188,36 @@ def citation_view(c: Citation | Mapping[str, str], pack: RulePack | None) -> Cit
         section, quote, file = c.get("section", ""), c.get("quote", ""), c.get("file", "")
     else:
         section, quote, file = c.section, c.quote, c.file
-    name = pack.name.split(":")[0] if pack is not None and pack.file == file else file
-    return CitationView(text=f"{name} §{section}", quote=quote)
+    # Pages name the ordinance; only the JSON APIs and machine outputs keep file names.
+    title = pack.title if pack is not None and pack.file == file else "Ordinance " + file
+    return CitationView(
+        text=f"{title} §{section}", quote=quote, title=title, section=section, file=file
+    )
 
 
-def _plain(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, list | tuple):
-        return ", ".join(_plain(v) for v in value)
-    if isinstance(value, dict):
-        return "; ".join(f"{k}: {_plain(v)}" for k, v in value.items())
-    return str(value)
+def chart_url(site_id: str, at: datetime, now: datetime) -> str:
+    """The dashboard's charts over a moment: the shortest range that still shows it."""
+    age = now - at
+    range_ = "24h" if age <= timedelta(hours=23) else "7d" if age <= timedelta(days=6) else "season"
+    return f"/site/{site_id}?range={range_}#charts-h"
+
+
+def _alert_title(alert: Alert) -> str:
+    """Sensor alerts name the sensor; the others keep the detector's title."""
+    if alert.rule_id == "sensor_silent":
+        named = wording.silent_sensors(alert.evidence)
+        if named:
+            return f"Not reporting: {named}"
+    return alert.title
 
 
 def alert_view(
-    alert: Alert, site: SiteConfig, principal: Principal, pack: RulePack | None, now: datetime
+    alert: Alert,
+    site: SiteConfig,
+    principal: Principal,
+    pack: RulePack | None,
+    now: datetime,
+    units: UnitSystem = "us",
 ) -> AlertView:
     """An alert for a page, with the buttons this principal may use."""
     ack_text = ""
@@ -190,6 +226,8 @@ def alert_view(
             f"Acknowledged by {alert.acknowledged_by or 'someone'}, "
             f"{sources.ago(alert.acknowledged_at, now)}"
         )
+        if alert.ack_note:
+            ack_text += f": “{alert.ack_note}”"
     return AlertView(
         id=alert.id,
         site_id=alert.site_id,
@@ -198,21 +236,69 @@ def alert_view(
         severity=alert.severity,
         state=alert.state,
         level=alert.level,
-        title=alert.title,
+        title=_alert_title(alert),
         action=alert.action,
         opened_text=f"{sources.local_time(alert.opened_at, site, now)} "
         f"({sources.ago(alert.opened_at, now)})",
         acknowledged_text=ack_text,
         assignee=alert.assignee or "",
         citations=[citation_view(c, pack) for c in alert.citations],
-        evidence=[(k.replace("_", " "), _plain(v)) for k, v in alert.evidence.items()],
+        evidence=wording.evidence(alert.evidence, site, units),
+        chart_url=chart_url(site.id, alert.opened_at, now),
         can_ack=alert.state is AlertState.OPEN,
         can_assign=principal.is_staff,
         can_resolve=principal.is_staff,
     )
 
 
-def _pit_view(site: SiteConfig, level_cm: float | None, units: UnitSystem) -> PitView:
+#: The rise rate is fitted over this much of the newest pit readings.
+TREND_WINDOW = timedelta(minutes=10)
+#: Slower than this (cm/min) is "steady": float bounce and sensor noise.
+RISING_CM_PER_MIN = 0.1
+#: At or above this share of the pit depth the water is at the rim (the sensor saturates).
+RIM_SHARE = 0.97
+
+
+def rise_rate(rows: list[Reading], now: datetime) -> float | None:
+    """Least-squares slope of the pit level (cm/min) over the last minutes, or None."""
+    pts = [
+        ((r.ts - now).total_seconds() / 60.0, v)
+        for r in rows
+        if r.ts >= now - TREND_WINDOW and (v := r.number("level_cm")) is not None
+    ]
+    if len(pts) < 3 or pts[-1][0] - pts[0][0] < 1.0:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx else None
+
+
+def is_overflowing(site: SiteConfig, level_cm: float | None) -> bool:
+    """The water is at the rim of the pit."""
+    return level_cm is not None and level_cm >= site.pit.depth_cm * RIM_SHARE
+
+
+def trend_text(
+    site: SiteConfig, level_cm: float | None, rate: float | None, units: UnitSystem
+) -> str:
+    """E.g. "Rising 0.4 in/min: at the rim in about 12 min"; "" when not rising."""
+    # Below the pump-on mark a rising pit is a pit filling before its next cycle:
+    # normal, and no news. Above it the pump should be lowering the water.
+    if level_cm is None or rate is None or rate < RISING_CM_PER_MIN:
+        return ""
+    if level_cm < site.pit.pump_on_cm:
+        return ""
+    speed = f"Rising {fmt('level', rate, units)}/min"
+    if is_overflowing(site, level_cm):
+        return speed
+    minutes = (site.pit.depth_cm - level_cm) / rate
+    return f"{speed}: at the rim in about {wording.duration(minutes * 60)}"
+
+
+def _pit_view(
+    site: SiteConfig, level_cm: float | None, units: UnitSystem, rate: float | None = None
+) -> PitView:
     pit = site.pit
 
     def pct(value: float) -> float:
@@ -221,6 +307,9 @@ def _pit_view(site: SiteConfig, level_cm: float | None, units: UnitSystem) -> Pi
     return PitView(
         level_text=fmt("level", level_cm, units),
         level_pct=pct(level_cm or 0.0),
+        rim_text=fmt("level", pit.depth_cm, units),
+        trend_text=trend_text(site, level_cm, rate, units),
+        overflowing=is_overflowing(site, level_cm),
         on_pct=pct(pit.pump_on_cm),
         off_pct=pct(pit.pump_off_cm),
         alarm_pct=pct(pit.alarm_cm),
@@ -300,6 +389,7 @@ def _status(
     silence_factor: float,
     staff: bool = False,
     suspected: frozenset[str] = frozenset(),
+    trend: str = "",
 ) -> StatusView:
     pit_node = site.node_of_kind(NodeKind.PIT)
     pit = latest.get(pit_node.id) if pit_node else None
@@ -322,11 +412,27 @@ def _status(
             "cannot tell whether the pump works.",
         )
     level = pit.number("level_cm") if pit else None
+    rising = f"{trend}. " if trend else ""
+    if is_overflowing(site, level):
+        return StatusView(
+            state="problem",
+            headline="The pit is overflowing",
+            detail="The water has reached the rim of the pit and can flood the basement. "
+            "Call a plumber or a water-damage service now; keep clear of standing water "
+            "near outlets and appliances.",
+        )
+    failed = next((f for f in findings if f.rule_id == PUMP_FAILURE), None)
+    if failed is not None:
+        return StatusView(
+            state="problem",
+            headline="The pump did not start",
+            detail=rising + (failed.action or CATALOG["high_water"].action),
+        )
     if level is not None and level >= site.pit.alarm_cm:
         return StatusView(
             state="problem",
             headline="High water in the pit",
-            detail=CATALOG["high_water"].action,
+            detail=rising + CATALOG["high_water"].action,
         )
     problems = [a for a in alerts if a.severity is Severity.CRITICAL] + [
         f for f in findings if f.severity is Severity.CRITICAL
@@ -410,7 +516,7 @@ async def site_overview(
             pit_node.id,
             now - timedelta(hours=3),
             now + timedelta(minutes=5),
-            fields=("pump_on",),
+            fields=("pump_on", "level_cm"),
         )
     cycles = volume = None
     if latest:
@@ -421,6 +527,9 @@ async def site_overview(
         volume = sum(r.pumped_volume_l for rs in by_node.values() for r in rs)
 
     pump_on = pit.values.get("pump_on") if pit else None
+    level_now = pit.number("level_cm") if pit else None
+    trend = trend_text(site, level_now, rise_rate(pit_rows, now), units)
+    pump_failed = any(f.rule_id == PUMP_FAILURE for f in findings)
     backup = pit.values.get("backup_pump_on") if pit else None
     state, discharge_text = _discharge(outlet, pit, findings, units)
     lawful, note, dest_cites = _destination(site, verdict, pack)
@@ -433,7 +542,8 @@ async def site_overview(
             + ("" if spell.status != "suspected" else " (suspected: telemetry only)"),
             action=by_id[spell.finding_id].action if spell.finding_id in by_id else "",
             citations=[citation_view(c, pack) for c in spell.citations],
-            evidence=[(k.replace("_", " "), _plain(v)) for k, v in spell.evidence.items()],
+            evidence=wording.evidence(spell.evidence, site, units),
+            chart_url=chart_url(site.id, spell.start, now),
         )
         for spell in verdict.spells
     ] + [
@@ -446,7 +556,8 @@ async def site_overview(
         )
         for i in verdict.audit
     ]
-    newest = max((r.ts for r in latest.values()), default=None)
+    # One clock for "last seen" everywhere: when the gateway received the message.
+    newest = max((r.received_at for r in latest.values()), default=None)
     nodes = []
     for node in site.nodes:
         last = latest.get(node.id)
@@ -457,7 +568,9 @@ async def site_overview(
             NodeView(
                 id=node.id,
                 kind=node.kind.value,
-                last_seen_text=sources.ago(last.ts, now) if last else "never",
+                kind_text=wording.NODE_KINDS.get(node.kind.value, "sensor").capitalize(),
+                last_seen_text=sources.ago(last.received_at, now) if last else "never",
+                last_seen_ms=int(last.received_at.timestamp() * 1000) if last else None,
                 reporting=reporting,
             )
         )
@@ -472,11 +585,18 @@ async def site_overview(
         updated_text=sources.local_time(now, site, now),
         has_data=bool(latest),
         last_reading_ms=int(newest.timestamp() * 1000) if newest else None,
+        last_reading_text=sources.ago(newest, now) if newest else "never",
+        stale_after_ms=int(_site_stale_after(site, factor).total_seconds() * 1000),
+        now_ms=int(now.timestamp() * 1000),
         status=_status(
-            site, latest, findings, alerts, now, factor, staff, _suspected_rules(verdict)
+            site, latest, findings, alerts, now, factor, staff, _suspected_rules(verdict), trend
         ),
-        pit=_pit_view(site, pit.number("level_cm") if pit else None, units),
-        pump_text="—" if pump_on is None else ("Running" if pump_on else "Off"),
+        pit=_pit_view(site, level_now, units, rise_rate(pit_rows, now)),
+        pump_text="Did not start"
+        if pump_failed
+        else "—"
+        if pump_on is None
+        else ("Running" if pump_on else "Off"),
         pump_running=None if pump_on is None else bool(pump_on),
         backup_text=""
         if backup is None
@@ -499,7 +619,7 @@ async def site_overview(
         destination_citations=dest_cites,
         season_text=f"Winter season: {pack.season.label()}" if pack else "",
         alerts_enabled=sources.alerts_enabled(runtime),
-        alerts=[alert_view(a, site, principal, pack, now) for a in alerts],
+        alerts=[alert_view(a, site, principal, pack, now, units) for a in alerts],
         # The one verdict (gateway.rules.verdict) the console, API and reports also read.
         compliance_ok=verdict.status is VerdictStatus.COMPLIANT,
         verdict_status=verdict.status.value,
@@ -508,6 +628,11 @@ async def site_overview(
         compliance=compliance,
         nodes=nodes,
     )
+
+
+def _site_stale_after(site: SiteConfig, factor: float) -> timedelta:
+    """The longest any node of the site may stay silent before it counts as not reporting."""
+    return max(sources.stale_after(site, n.id, factor) for n in site.nodes)
 
 
 def _suspected_rules(verdict: Verdict) -> frozenset[str]:
@@ -575,6 +700,12 @@ class ConsoleView(BaseModel):
     alerts: list[AlertView]
     audit: list[AuditRow]
     has_map: bool
+    now_ms: int = 0
+    #: Receive time of the newest message from any site (epoch ms).
+    newest_ms: int | None = None
+    stale_after_ms: int = 600_000
+    #: E.g. "2 sites with a problem, 1 needs attention, 5 OK" (announced when it changes).
+    summary_text: str = ""
 
 
 async def console_view(
@@ -640,7 +771,17 @@ async def console_view(
                 lon=site.lon,
             )
         )
+    seen = [r.last_seen_ms for r in rows if r.last_seen_ms is not None]
     return ConsoleView(
+        now_ms=int(now.timestamp() * 1000),
+        newest_ms=max(seen) if seen else None,
+        stale_after_ms=int(
+            max(
+                (_site_stale_after(s, factor) for s in sites), default=timedelta(minutes=10)
+            ).total_seconds()
+            * 1000
+        ),
+        summary_text=console_summary(rows),
         jurisdiction=jurisdiction,
         jurisdiction_name=pack.name.split(":")[0] if pack else jurisdiction,
         units=units,
@@ -648,13 +789,29 @@ async def console_view(
         rows=rows,
         alerts_enabled=sources.alerts_enabled(runtime),
         alerts=[
-            alert_view(a, by_id[a.site_id], principal, pack, now)
+            alert_view(a, by_id[a.site_id], principal, pack, now, units)
             for a in alerts
             if a.site_id in by_id
         ],
         audit=audit_rows,
         has_map=any(s.lat is not None and s.lon is not None for s in sites),
     )
+
+
+def console_summary(rows: list[ConsoleRow]) -> str:
+    """How many sites are in each state, worst first."""
+    words = {
+        "problem": "with a problem",
+        "attention": "needing attention",
+        "unknown": "without data",
+        "ok": "OK",
+    }
+    parts = []
+    for state in ("problem", "attention", "unknown", "ok"):
+        n = sum(1 for r in rows if r.status == state)
+        if n:
+            parts.append(f"{n} {'site' if n == 1 else 'sites'} {words[state]}")
+    return ", ".join(parts) or "No sites"
 
 
 def unit_labels(units: UnitSystem) -> dict[str, str]:

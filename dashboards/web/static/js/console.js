@@ -80,5 +80,5 @@
   });
   after(panels);
 
-  SW.live(`/console/${jurisdiction}/events`, { panels: (html) => SW.replacePanels(panels, html, after) });
+  SW.live(`/console/${jurisdiction}/events`, { panels: (html) => SW.replacePanels(panels, html, after) }, refresh);
 })();

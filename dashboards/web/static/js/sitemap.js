@@ -6,7 +6,7 @@
 window.SW = window.SW || {};
 
 (() => {
-  const COLOURS = { ok: "#2f9e44", attention: "#e67700", problem: "#c92a2a", unknown: "#868e96" };
+  const COLOURS = { ok: "#1e7b34", attention: "#a84f00", problem: "#c92a2a", unknown: "#6c757d" };
   //: No tile by then (or only errors): the tile server is out of reach.
   const TILE_WAIT_MS = 6000;
   const TILE_ERRORS_BEFORE_FALLBACK = 4;
