@@ -18,7 +18,7 @@ import pytest
 
 from gateway.broker import BrokerProcess
 from gateway.contract import status_topic, telemetry_topic
-from gateway.rules.engine import SILENT_RULE
+from gateway.rules.detectors.silence import SensorSilenceDetector
 from gateway.runtime import Runtime, run_gateway
 from gateway.settings import Settings
 from tests.conftest import DEMO_SITES
@@ -157,7 +157,7 @@ async def test_fresh_telemetry_wins_over_a_stale_retained_offline(
 
         async def silent_finding() -> bool:
             return any(
-                f.rule_id == SILENT_RULE and f.site_id == "elm-12"
+                f.rule_id == SensorSilenceDetector.rule_id and f.site_id == "elm-12"
                 for f in await runtime.findings.open_findings()
             )
 
