@@ -83,6 +83,8 @@ def test_the_installed_wheel_serves_its_pages_from_an_empty_folder(
     empty.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SUMPWATCH_")}
     env.pop("PYTHONPATH", None)
+    # With sign-in on, the app refuses the published placeholder key (issue 12).
+    env["SUMPWATCH_SECRET_KEY"] = "a-real-key-for-the-packaging-test-0123456789"
     result = subprocess.run(
         [str(python), "-c", PROBE], cwd=empty, env=env, capture_output=True, text=True,
         timeout=120, check=False,

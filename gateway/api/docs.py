@@ -22,6 +22,7 @@ _PAGE = """<!doctype html>
 <head>
 <meta charset="utf-8">
 <title>SumpWatch API</title>
+<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/static/vendor/swagger-ui/swagger-ui.css">
 </head>
 <body>
