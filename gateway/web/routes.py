@@ -266,7 +266,11 @@ async def resolve_alert(
     staff: StaffDep,
     note: Annotated[str, Form(max_length=2000)] = "",
     back: Annotated[str, Form(max_length=500)] = "/",
+    confirm: Annotated[bool, Form()] = False,
 ) -> Response:
-    """Resolve an alert by hand, with a note (staff only)."""
-    alert = await _actions(request).resolve(alert_id, by=staff.username, note=note)
+    """Resolve an alert by hand, with a note (staff only); the form's checkbox
+    confirms that the condition is still detected (409 without it)."""
+    alert = await _actions(request).resolve(
+        alert_id, by=staff, name=staff.username, note=note, confirm=confirm
+    )
     return _answer(request, alert, back)
