@@ -31,6 +31,9 @@ app = typer.Typer(
     help="SumpWatch: sump-pump monitoring gateway, simulator, rules, alerts and reports.",
     no_args_is_help=True,
     add_completion=False,
+    # Plain click help (not rich panels): it wraps at words at any terminal width and
+    # never cuts off a "[default: ...]" (issue 20.12). Sub-apps inherit it.
+    rich_markup_mode=None,
 )
 console = Console(stderr=True)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gateway.durations import say_duration
 from gateway.errors import SumpWatchError
 from gateway.registry.models import load_registry
 from gateway.rules.audit import audit_sites
@@ -131,7 +133,9 @@ def score_table(score: Score) -> Table:
         table.add_column(col, justify="right" if col != "detector" else "left")
     for rs in score.rules.values():
         recall = "-" if rs.recall is None else f"{rs.recall:.2f}"
-        delay = "-" if rs.median_delay_s is None else f"{rs.median_delay_s:.0f} s"
+        delay = (
+            "-" if rs.median_delay_s is None else say_duration(timedelta(seconds=rs.median_delay_s))
+        )
         cycles = "-" if rs.median_delay_cycles is None else f"{rs.median_delay_cycles:g}"
         table.add_row(
             rs.rule_id, str(rs.findings), str(rs.labels), f"{rs.precision:.2f}", recall, delay,
