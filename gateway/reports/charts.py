@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 
 import matplotlib.dates as mdates
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from gateway.reports.models import DayStats, SiteReport, VillageReport, WeekStats
 from gateway.units import UnitSystem, convert, unit
@@ -64,6 +65,13 @@ def _date_axis(
         ax.set_xlim(lo, hi)  # type: ignore[attr-defined]
 
 
+def _nonnegative(ax: object) -> None:
+    """Volumes and counts start at zero, and an all-zero chart keeps a 0-1 axis
+    instead of matplotlib's -0.05..0.05 (a negative axis reads as an error)."""
+    _, top = ax.get_ylim()  # type: ignore[attr-defined]
+    ax.set_ylim(0, max(top, 1.0))  # type: ignore[attr-defined]
+
+
 def _legend(ax: object, ncols: int) -> None:
     # Below the plot, so it never hides a bar.
     ax.legend(  # type: ignore[attr-defined]
@@ -101,6 +109,7 @@ def volume_by_day(
     ax.set_title(title, fontsize=9, loc="left")
     _legend(ax, 4)
     _style(ax)
+    _nonnegative(ax)
     _date_axis(ax, [d.day for d in days])
     return _png(fig)
 
@@ -161,6 +170,7 @@ def village_volume_by_week(weeks: Sequence[WeekStats], units: UnitSystem = "us")
     ax.set_title("Volume pumped, by week", fontsize=9, loc="left")
     _legend(ax, 2)
     _style(ax)
+    _nonnegative(ax)
     _date_axis(ax, [w.week_start for w in weeks], pad_days=0.5, right_days=7.5)
     return _png(fig)
 
@@ -190,6 +200,8 @@ def village_issues_by_week(weeks: Sequence[WeekStats]) -> bytes:
     ax.set_title("Icing and violations, by week", fontsize=9, loc="left")
     _legend(ax, 2)
     _style(ax)
+    _nonnegative(ax)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 0.5 of a site
     _date_axis(ax, [w.week_start for w in weeks], pad_days=0.5, right_days=7.5)
     return _png(fig)
 
