@@ -474,6 +474,44 @@ def repeat_due(alert: Alert, now: datetime, policy: Policy) -> Decision:
     )
 
 
+TEST_RULE = "test_alert"
+"""``rule_id`` of an administrator's test alert (never a finding's rule)."""
+
+
+def test_alert(site_id: str, jurisdiction: str, now: datetime, *, new_id: str, by: str) -> Decision:
+    """An administrator's test: one "opened" message to the site's homeowner contacts
+    through the real outbox and channels. The alert is stored already resolved, so it
+    never shows as an open problem on any page."""
+    alert = Alert(
+        id=new_id,
+        site_id=site_id,
+        jurisdiction=jurisdiction,
+        rule_id=TEST_RULE,
+        finding_id=f"test-{new_id}",
+        state=AlertState.RESOLVED,
+        severity=Severity.INFO,
+        level="",
+        title="Test alert from SumpWatch",
+        action="Nothing to do: this message checks that alerts reach you.",
+        audience=(Audience.HOMEOWNER.value,),
+        citations=(),
+        evidence={},
+        opened_at=now,
+        updated_at=now,
+        finding_cleared_at=now,
+        resolved_at=now,
+        resolved_by=by,
+        resolve_note="test alert",
+    )
+    return Decision(
+        alert=alert,
+        notified=Notified(alert.severity, alert.level),
+        created=True,
+        sends=(Send(To.HOMEOWNER, Reason.OPENED),),
+        history=(HistoryEntry(Step.OPENED, by, "test alert"),),
+    )
+
+
 def _still_present(alert: Alert, now: datetime, policy: Policy) -> Decision:
     """The resolve did not fix it: the alert re-opens and whoever was told hears again."""
     state = AlertState.ACKNOWLEDGED if alert.acknowledged_at else AlertState.OPEN

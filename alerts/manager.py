@@ -258,6 +258,17 @@ class AlertManager:
             ),
         )
 
+    async def send_test(self, site_id: str, *, by: str) -> Alert:
+        """Queue a test alert to the site's homeowner contacts (see the outbox page)."""
+        now = self._clock()
+        decision = lifecycle.test_alert(
+            site_id, self._jurisdiction(site_id), now, new_id=_new_id(), by=by
+        )
+        assert decision.alert is not None
+        await self.db.write(lambda conn: self._store(conn, decision, now))
+        self._wake.set()
+        return decision.alert
+
     async def _act(self, alert_id: str, decide: Callable[[Alert], Decision]) -> Alert:
         now = self._clock()
 

@@ -13,12 +13,7 @@ from playwright.async_api import expect
 
 from gateway.contract import telemetry_topic
 from gateway.web.admin import hour_table
-from tests.browser_fixtures import (
-    LiveApp,
-    browser_login,
-    publish_pit,
-    signed_in,
-)
+from tests.browser_fixtures import LiveApp, browser_login, signed_in
 from tests.mqtt_helpers import pit_payload, publish, wait_until
 
 TIMEOUT_MS = 15_000
@@ -77,19 +72,20 @@ async def test_an_admin_sees_a_too_fast_simulators_refused_messages_on_a_page(
 @pytest.mark.integration
 @pytest.mark.browser
 @pytest.mark.asyncio(loop_scope="session")
-async def test_the_outbox_page_lists_queued_alerts_and_says_no_email_is_configured(
+async def test_the_send_test_alert_button_queues_a_message_shown_in_the_local_outbox(
     live_app: LiveApp, browser_context: Any
 ) -> None:
-    await publish_pit(live_app, "elm-16", [60.0, 61.0, 62.0])
-
-    async def queued() -> bool:
-        return bool(await live_app.runtime.alerts.recent_notifications(limit=5))
-
-    await wait_until(queued, timeout=15)
     page = await browser_context.new_page()
     await browser_login(page, live_app, "admin", "/admin/outbox")
     await expect(page.locator("[data-testid=no-email]")).to_contain_text("No e-mail server")
-    await expect(page.locator("[data-testid=outbox-rows]")).to_contain_text("elm-16")
+    await page.select_option("select[name=site_id]", "elm-16")
+    await page.click("[data-testid=send-test-alert]")
+    await expect(page.locator("[data-testid=test-sent]")).to_contain_text("elm-16")
+    rows = page.locator("[data-testid=outbox-rows] tbody tr").filter(has_text="elm-16")
+    await expect(rows.first).to_contain_text("homeowner")
+    await expect(rows.first).to_contain_text("opened")
+    (test,) = [a for a in await live_app.runtime.alerts.list_alerts() if a.rule_id == "test_alert"]
+    assert test.state.value == "resolved"  # never an open problem on anyone's page
     await page.goto(f"{live_app.base_url}/admin/deliveries")
     await expect(page.locator("h1")).to_have_text("Alert deliveries")
 

@@ -7,7 +7,9 @@ accounts) as public works and an administrator would.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -33,8 +35,10 @@ from alerts.models import (
     Reason,
 )
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
+from gateway.state.database import SqliteDatabase
 from tests.browser_fixtures import LiveApp, csrf_of, publish_pit, signed_in
 from tests.mqtt_helpers import wait_until
+from tests.test_alerts_manager import Harness, ev, make, violation
 
 T0 = datetime(2026, 1, 15, 18, 0, tzinfo=UTC)
 POLICY = Policy(flap_window=timedelta(minutes=10), repeat_interval=timedelta(minutes=15))
@@ -195,3 +199,52 @@ async def test_the_resolve_form_warns_and_the_history_page_shows_resolver_and_no
         assert listed["condition_persists"] is True
         html = (await admin.get(f"/ui/alerts/{alert_id}/history")).text
         assert "pumped out" in html and "still detected" in html
+
+
+# ---------------------------------------------------------------- through the outbox (SQLite)
+
+
+@pytest.fixture
+async def h(tmp_path: Path) -> AsyncIterator[Harness]:
+    """The alert manager of tests/test_alerts_manager.py on a fresh SQLite file."""
+    database = SqliteDatabase(tmp_path / "alerts.db")
+    await database.open()
+    harness = make(database)
+    await harness.manager.open()
+    yield harness
+    await database.close()
+
+
+async def test_a_sanitary_alert_resolved_while_the_hose_is_connected_re_alerts(
+    h: Harness,
+) -> None:
+    await h.manager.on_events([ev(FindingChange.OPENED, violation())])
+    await h.drain()
+    (alert,) = await h.manager.list_alerts()
+    await h.manager.resolve(
+        alert.id, by="pw-1", note="owner says fixed", audience=Audience.PUBLIC_WORKS, confirm=True
+    )
+    await h.drain()
+    told_before = len(h.email.reasons())
+    h.clock.advance(minutes=16)  # past the repeat interval, the finding still open
+    await h.drain()
+    again = await h.manager.get(alert.id)
+    assert again.state is AlertState.OPEN
+    # Everyone told before (the homeowner, and public works: no grace period) hears again.
+    again_told = h.email.reasons()[told_before:]
+    assert again_told and set(again_told) == {"repeat"}
+    steps = [(r.entry.step, r.entry.actor) for r in await h.manager.history([alert.id])]
+    assert steps == [
+        (Step.OPENED, SYSTEM),
+        (Step.RESOLVED, "pw-1"),
+        (Step.REOPENED, SYSTEM),
+    ]
+
+
+async def test_a_test_alert_reaches_the_homeowner_and_is_never_an_open_problem(
+    h: Harness,
+) -> None:
+    alert = await h.manager.send_test("elm-12", by="admin")
+    await h.drain()
+    assert h.email.reasons() == ["opened"]
+    assert (await h.manager.get(alert.id)).state is AlertState.RESOLVED

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import Response
+from fastapi import APIRouter, Depends, Form, Query, Request
+from fastapi.responses import RedirectResponse, Response
 
 from alerts.manager import AlertManager
 from gateway.accounts.access import PrincipalDep, require_role
 from gateway.accounts.models import Principal
-from gateway.errors import NotEnabled
+from gateway.errors import NotEnabled, NotFound
 from gateway.services import Services, get_services
 from gateway.web.templating import render
 
@@ -172,7 +172,11 @@ async def deliveries_page(request: Request, admin: AdminDep) -> Response:
 
 
 @router.get("/admin/outbox")
-async def outbox_page(request: Request, admin: AdminDep) -> Response:
+async def outbox_page(
+    request: Request,
+    admin: AdminDep,
+    sent: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:
     """The local outbox: every message the gateway queued, with its status. With no
     e-mail server configured (the demo) this is where messages can be read."""
     alerts = _alerts(request)
@@ -198,7 +202,23 @@ async def outbox_page(request: Request, admin: AdminDep) -> Response:
         admin,
         rows=rows,
         email_configured=alerts.email_configured,
+        sites=sorted((s.id, s.name) for s in _services(request).registry),
+        sent=sent,
     )
+
+
+@router.post("/admin/test-alert")
+async def send_test_alert(
+    request: Request,
+    admin: AdminDep,
+    site_id: Annotated[str, Form(max_length=200)],
+) -> Response:
+    """Queue a test alert to a site's homeowner contacts, then show the outbox."""
+    services = _services(request)
+    if services.registry.get(site_id) is None:
+        raise NotFound(f"no site with id {site_id!r}")
+    await _alerts(request).send_test(site_id, by=admin.username)
+    return RedirectResponse("/admin/outbox?sent=" + site_id, status_code=303)
 
 
 # ---------------------------------------------------------------- metrics
