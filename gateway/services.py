@@ -18,7 +18,6 @@ from fastapi import Depends, Request
 
 from alerts.manager import AlertManager
 from alerts.models import Alert
-from gateway.accounts.models import Principal, Role
 from gateway.domain import Audience, ConfirmationSource, Finding
 from gateway.ingest import MqttSource
 from gateway.metrics import Metrics
@@ -55,14 +54,14 @@ class AlertActions:
         return await self.manager.assign(alert_id, assignee=_blank_is_none(assignee))
 
     async def resolve(
-        self, alert_id: str, *, by: Principal, name: str, note: str | None, confirm: bool
+        self, alert_id: str, *, by: str, admin: bool, note: str | None, confirm: bool
     ) -> Alert:
-        """Resolved by hand as ``name``; an empty note counts as none. Public works may
-        resolve only alerts addressed to public works (an admin any); an alert whose
-        condition is still detected needs ``confirm`` (alerts.lifecycle)."""
-        audience = Audience.PUBLIC_WORKS if by.role is Role.PUBLIC_WORKS else None
+        """Resolved by hand by staff ``by``; an empty note counts as none. Public works
+        may resolve only alerts addressed to public works (an ``admin`` any); an alert
+        whose condition is still detected needs ``confirm`` (alerts.lifecycle)."""
+        audience = None if admin else Audience.PUBLIC_WORKS
         return await self.manager.resolve(
-            alert_id, by=name, note=note or None, audience=audience, confirm=confirm
+            alert_id, by=by, note=note or None, audience=audience, confirm=confirm
         )
 
 

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from gateway.reports.models import DayStats, SiteReport, VillageReport, WeekStats
+from gateway.reports.text import PLAIN_VOLUME_BELOW
 from gateway.units import UnitSystem, convert, unit
 
 WIDTH_IN = 7.0
@@ -81,6 +82,7 @@ def _legend(ax: object, ncols: int) -> None:
 
 _VOLUME_AXIS = {"us": "gallons per day", "metric": "litres per day"}
 _WEEK_AXIS = {"us": "thousand gallons per week", "metric": "m³ per week"}
+_VOLUME_WEEK_AXIS = {"us": "gallons per week", "metric": "litres per week"}
 
 
 def volume_by_day(
@@ -150,10 +152,14 @@ def temperature_by_day(days: Sequence[DayStats], units: UnitSystem = "us") -> by
 
 
 def village_volume_by_week(weeks: Sequence[WeekStats], units: UnitSystem = "us") -> bytes:
-    """Weekly volume pumped and the part suspected to the sanitary sewer (kgal or m³)."""
+    """Weekly volume pumped and the part suspected to the sanitary sewer, in gal / L
+    while the weeks are small and kgal / m³ once they are large (natural units)."""
     x = [mdates.date2num(w.week_start) for w in weeks]
-    outlet = [convert("volume_large", w.outlet_volume_l, units) for w in weeks]
-    sanitary = [convert("volume_large", w.sanitary_l, units) for w in weeks]
+    largest = max((convert("volume", w.outlet_volume_l + w.sanitary_l, units) for w in weeks),
+                  default=0.0)  # fmt: skip
+    quantity = "volume" if largest < PLAIN_VOLUME_BELOW else "volume_large"
+    outlet = [convert(quantity, w.outlet_volume_l, units) for w in weeks]
+    sanitary = [convert(quantity, w.sanitary_l, units) for w in weeks]
     fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN))
     ax = fig.add_subplot()
     ax.bar(x, outlet, width=6.5, align="edge", color=GRADE, label="at outlets")
@@ -166,7 +172,8 @@ def village_volume_by_week(weeks: Sequence[WeekStats], units: UnitSystem = "us")
         color=SANITARY,
         label="sanitary (suspected)",
     )
-    ax.set_ylabel(_WEEK_AXIS[units], fontsize=7)
+    axis = _VOLUME_WEEK_AXIS[units] if quantity == "volume" else _WEEK_AXIS[units]
+    ax.set_ylabel(axis, fontsize=7)
     ax.set_title("Volume pumped, by week", fontsize=9, loc="left")
     _legend(ax, 2)
     _style(ax)

@@ -619,8 +619,8 @@ def village_pdf(
                 numeric=[0, 5, 6],
             )
         )
-    story += _section("3. Weekly charts")
-    story += _chart(charts.get("volume"))
+    # The heading travels with its first chart: never alone at the foot of a page.
+    story.append(KeepTogether([*_section("3. Weekly charts"), *_chart(charts.get("volume"))]))
     story += _chart(charts.get("issues"))
     story += _section("4. Every site")
     story.append(

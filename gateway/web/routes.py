@@ -271,6 +271,6 @@ async def resolve_alert(
     """Resolve an alert by hand, with a note (staff only); the form's checkbox
     confirms that the condition is still detected (409 without it)."""
     alert = await _actions(request).resolve(
-        alert_id, by=staff, name=staff.username, note=note, confirm=confirm
+        alert_id, by=staff.username, admin=staff.is_admin, note=note, confirm=confirm
     )
     return _answer(request, alert, back)

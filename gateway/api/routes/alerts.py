@@ -307,8 +307,8 @@ async def resolve(
     return AlertPublic.of(
         await actions.resolve(
             alert_id,
-            by=staff,
-            name=_actor(staff, body.by),
+            by=_actor(staff, body.by),
+            admin=staff.is_admin,
             note=body.note,
             confirm=body.confirm,
         )
