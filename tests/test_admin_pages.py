@@ -13,7 +13,7 @@ from playwright.async_api import expect
 
 from gateway.contract import telemetry_topic
 from gateway.web.admin import hour_table
-from tests.browser_fixtures import LiveApp, browser_login, signed_in
+from tests.browser_fixtures import LiveApp, browser_login, shot, signed_in
 from tests.mqtt_helpers import pit_payload, publish, wait_until
 
 TIMEOUT_MS = 15_000
@@ -60,11 +60,15 @@ async def test_an_admin_sees_a_too_fast_simulators_refused_messages_on_a_page(
 ) -> None:
     await _too_fast_simulator(live_app, 7)
     page = await browser_context.new_page()
-    await browser_login(page, live_app, "admin", "/admin/deadletters")
+    await browser_login(page, live_app, "admin", "/")
+    home = page.locator("[data-testid=admin-links]")
+    await expect(home).to_contain_text("Refused messages")
+    await home.get_by_role("link", name="Refused messages").click()
     totals = page.locator("[data-testid=deadletter-totals]")
     await expect(totals).to_contain_text("clock_ahead", timeout=TIMEOUT_MS)
     await expect(page.locator("[data-testid=deadletter-hours]")).to_contain_text("clock_ahead")
     await expect(page.locator("[data-testid=deadletter-examples]")).to_contain_text("ahead of")
+    await shot(page, "admin-refused-messages")
     await page.goto(f"{live_app.base_url}/admin/metrics")
     await expect(page.locator("[data-testid=metric-rejected]")).to_contain_text("clock_ahead")
 
@@ -84,6 +88,7 @@ async def test_the_send_test_alert_button_queues_a_message_shown_in_the_local_ou
     rows = page.locator("[data-testid=outbox-rows] tbody tr").filter(has_text="elm-16")
     await expect(rows.first).to_contain_text("homeowner")
     await expect(rows.first).to_contain_text("opened")
+    await shot(page, "admin-outbox")
     (test,) = [a for a in await live_app.runtime.alerts.list_alerts() if a.rule_id == "test_alert"]
     assert test.state.value == "resolved"  # never an open problem on anyone's page
     await page.goto(f"{live_app.base_url}/admin/deliveries")

@@ -80,7 +80,16 @@ async def home(request: Request, scope: ScopeDep) -> Response:
         return RedirectResponse(f"/console/{jurisdictions[0]}", status_code=303)
     packs = sources.packs(_services(request))
     named = [(j, packs[j].name.split(":")[0] if j in packs else j) for j in jurisdictions]
-    return render(request, "index.html", principal, sites=sites, jurisdictions=named)
+    # An admin's home says how many messages were refused (issue 20.11: where they look).
+    refused = await _services(request).state.deadletter_counts() if principal.is_admin else {}
+    return render(
+        request,
+        "index.html",
+        principal,
+        sites=sites,
+        jurisdictions=named,
+        refused=sum(refused.values()),
+    )
 
 
 @router.get("/units")
