@@ -44,6 +44,7 @@ from alerts.policy import (
     quiet_until,
     violation_clock_start,
 )
+from alerts.render import render
 from alerts.sites import Sites
 from gateway.domain import Audience, FindingEvent, Severity
 from gateway.errors import NotFound
@@ -304,6 +305,24 @@ class AlertManager:
     async def recent_notifications(self, limit: int = 100) -> list[Notification]:
         """The newest notifications of all alerts, with their outbox status."""
         return await self.db.read(lambda conn: outbox.recent_notifications(conn, limit))
+
+    async def local_outbox(self, limit: int = 100) -> list[tuple[Notification, str, str]]:
+        """The newest notifications with the subject and text each one says (rendered
+        as the channel would), so a gateway without e-mail still shows its messages."""
+        now = self._clock()
+
+        def run(conn: sqlite3.Connection) -> list[tuple[Notification, str, str]]:
+            out = []
+            for n in outbox.recent_notifications(conn, limit):
+                alert = outbox.get_alert(conn, n.alert_id)
+                if alert is None:
+                    continue
+                site = self.registry.get(n.site_id)
+                message = render(alert, n, site, public_url=self.config.public_url, now=now)
+                out.append((n, message.subject, message.text))
+            return out
+
+        return await self.db.read(run)
 
     @property
     def email_configured(self) -> bool:

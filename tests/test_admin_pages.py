@@ -88,6 +88,10 @@ async def test_the_send_test_alert_button_queues_a_message_shown_in_the_local_ou
     rows = page.locator("[data-testid=outbox-rows] tbody tr").filter(has_text="elm-16")
     await expect(rows.first).to_contain_text("homeowner")
     await expect(rows.first).to_contain_text("opened")
+    await rows.first.locator("summary").click()
+    await expect(rows.first.locator("[data-testid=outbox-text]")).to_contain_text(
+        "Nothing to do: this message checks that alerts reach you."
+    )
     await shot(page, "admin-outbox")
     (test,) = [a for a in await live_app.runtime.alerts.list_alerts() if a.rule_id == "test_alert"]
     assert test.state.value == "resolved"  # never an open problem on anyone's page

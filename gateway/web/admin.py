@@ -180,7 +180,7 @@ async def outbox_page(
     """The local outbox: every message the gateway queued, with its status. With no
     e-mail server configured (the demo) this is where messages can be read."""
     alerts = _alerts(request)
-    notes = await alerts.recent_notifications(limit=100)
+    messages = await alerts.local_outbox(limit=100)
     rows = [
         {
             "at": _when(n.created_at),
@@ -193,8 +193,10 @@ async def outbox_page(
             "severity": n.severity.value,
             "status": n.status.value,
             "error": n.last_error or "",
+            "subject": subject,
+            "text": body,
         }
-        for n in notes
+        for n, subject, body in messages
     ]
     return render(
         request,
