@@ -127,3 +127,13 @@ def test_the_report_names_who_resolved_an_alert_and_why() -> None:
         condition_persisted=True,
     )  # fmt: skip
     assert text.resolution(entry) == "crew-7: hose removed (condition still detected)"
+
+
+def test_an_administrators_test_alert_is_not_counted_in_a_report() -> None:
+    from alerts.lifecycle import test_alert
+    from gateway.reports.assemble import _alerts
+
+    decision = test_alert("h1", "edgar", datetime(2026, 12, 1, tzinfo=UTC), new_id="t", by="admin")
+    assert decision.alert is not None
+    entries, summary = _alerts([decision.alert])
+    assert entries == [] and summary.count == 0

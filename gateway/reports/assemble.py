@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
+from alerts.lifecycle import TEST_RULE
 from alerts.models import Alert
 from gateway.contract import NodeKind
 from gateway.domain import Citation, Confirmation, Finding
@@ -361,6 +362,7 @@ def _alerts(alerts: Sequence[Alert]) -> tuple[list[AlertEntry], AlertSummary]:
             condition_persisted=a.condition_persists,
         )
         for a in sorted(alerts, key=lambda a: a.opened_at)
+        if a.rule_id != TEST_RULE  # an administrator's test message is not an alert of the site
     ]
     waits = [e.time_to_ack for e in entries if e.time_to_ack is not None]
     seconds = [w.total_seconds() for w in waits]
