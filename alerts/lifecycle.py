@@ -15,11 +15,19 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from alerts.models import Alert, AlertState, InvalidTransition, Reason
+from alerts.models import (
+    SYSTEM_ACTOR,
+    Alert,
+    AlertState,
+    ConditionPersists,
+    InvalidTransition,
+    NotYourAlert,
+    Reason,
+)
 from alerts.policy import is_material, max_severity
 from gateway.domain import Audience, Finding, FindingChange, FindingEvent, Severity
 
-SYSTEM = "system"
+SYSTEM = SYSTEM_ACTOR
 """``resolved_by`` of an alert resolved because its finding cleared."""
 
 HUMAN_REASONS = (Reason.OPENED, Reason.RAISED, Reason.REPEAT, Reason.ESCALATED)
@@ -89,6 +97,38 @@ class Escalation:
     default_assignee: str | None = None
 
 
+class Step(StrEnum):
+    """What happened to an alert, as its history page lists it."""
+
+    OPENED = "opened"
+    ACKNOWLEDGED = "acknowledged"
+    ASSIGNED = "assigned"
+    RESOLVED = "resolved"  # by a person (the note says why)
+    CLEARED = "cleared"  # the finding cleared: resolved by the system
+    REOPENED = "reopened"  # came back (flap, got worse, or still present after a resolve)
+    ESCALATED = "escalated"
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One line of an alert's history (written with the decision; time is ``now``)."""
+
+    step: Step
+    actor: str | None = None
+    note: str | None = None
+    #: True when a person resolved while the finding was still open.
+    condition_persisted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlertHistoryRow:
+    """A history entry as stored: which alert, and when."""
+
+    alert_id: str
+    at: datetime
+    entry: HistoryEntry
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """What an event does. ``alert`` None: nothing changes."""
@@ -100,6 +140,7 @@ class Decision:
     cancel: Cancel | None = None
     revive_resolved_at: datetime | None = None
     publish_state: bool = False
+    history: tuple[HistoryEntry, ...] = ()
 
 
 def goes_to_public_works(alert: Alert) -> bool:
@@ -151,10 +192,18 @@ def _cleared(tracked: Tracked | None, f: Finding, now: datetime, policy: Policy)
     if alert.state is AlertState.RESOLVED:
         if alert.finding_cleared_at is not None:
             return Decision()
-        return Decision(alert=replace(alert, finding_cleared_at=now))
+        # Resolved by hand earlier; now the condition is gone too: no more reminders.
+        return Decision(
+            alert=replace(alert, finding_cleared_at=now, next_repeat_at=None),
+            history=(HistoryEntry(Step.CLEARED, SYSTEM, "condition cleared"),),
+        )
     decision = resolve(alert, now, by=SYSTEM, note="condition cleared", delay=policy.flap_window)
     assert decision.alert is not None
-    return replace(decision, alert=replace(decision.alert, finding_cleared_at=f.cleared_at or now))
+    return replace(
+        decision,
+        alert=replace(decision.alert, finding_cleared_at=f.cleared_at or now),
+        history=(HistoryEntry(Step.CLEARED, SYSTEM, "condition cleared"),),
+    )
 
 
 def _create(
@@ -189,6 +238,7 @@ def _create(
         created=True,
         sends=tuple(sends),
         publish_state=True,
+        history=(HistoryEntry(Step.OPENED, SYSTEM),),
     )
 
 
@@ -276,6 +326,7 @@ def _follow(
         sends=tuple(sends),
         revive_resolved_at=revive,
         publish_state=material or reopened or severity_changed,
+        history=(HistoryEntry(Step.REOPENED, SYSTEM, "condition came back"),) if reopened else (),
     )
 
 
@@ -307,11 +358,52 @@ def resolve(
     )
 
 
-def resolve_by_hand(alert: Alert, now: datetime, *, by: str, note: str | None) -> Decision:
-    """An operator resolves an alert (not one already resolved)."""
+def resolve_by_hand(
+    alert: Alert,
+    now: datetime,
+    policy: Policy,
+    *,
+    by: str,
+    note: str | None,
+    audience: Audience | None,
+    confirm: bool,
+) -> Decision:
+    """A person resolves an alert (not one already resolved).
+
+    ``audience`` is the resolver's (None: an administrator, who may resolve any). A
+    person outside the alert's audience may not resolve it: public works cannot make
+    a homeowner-only high-water alert go away (:class:`NotYourAlert`, 403).
+
+    An unresolved alert's finding is open (a clear resolves it), so its condition is
+    still detected: the resolve must be confirmed (:class:`ConditionPersists`, 409,
+    until then). A confirmed one is recorded as such and does not silence the
+    violation: the alert shows "still detected" and re-opens after
+    ``policy.repeat_interval`` if the finding is still open (:func:`repeat_due`).
+    """
     if alert.state is AlertState.RESOLVED:
         raise InvalidTransition(f"alert {alert.id} is already resolved")
-    return resolve(alert, now, by=by, note=note)
+    if audience is not None and audience.value not in alert.audience:
+        who = audience.value.replace("_", " ")
+        raise NotYourAlert(
+            f"this alert is for {_audience_words(alert)} only; {who} cannot resolve it"
+        )
+    if not confirm:
+        raise ConditionPersists(
+            f"the condition of alert {alert.id} ({alert.title}) is still detected; "
+            "resolving will not fix it and the alert re-opens while it lasts. "
+            "Confirm to resolve anyway."
+        )
+    decision = resolve(alert, now, by=by, note=note)
+    assert decision.alert is not None
+    return replace(
+        decision,
+        alert=replace(decision.alert, next_repeat_at=now + policy.repeat_interval),
+        history=(HistoryEntry(Step.RESOLVED, by, note, condition_persisted=True),),
+    )
+
+
+def _audience_words(alert: Alert) -> str:
+    return " and ".join(a.replace("_", " ") for a in alert.audience) or "nobody"
 
 
 def acknowledge(alert: Alert, now: datetime, *, by: str, note: str | None) -> Decision:
@@ -331,12 +423,16 @@ def acknowledge(alert: Alert, now: datetime, *, by: str, note: str | None) -> De
         alert=acknowledged,
         cancel=Cancel((Reason.REPEAT,), "acknowledged before delivery"),
         publish_state=True,
+        history=(HistoryEntry(Step.ACKNOWLEDGED, by, note),),
     )
 
 
 def assign(alert: Alert, now: datetime, *, assignee: str | None) -> Decision:
     """Set (or clear) who at public works handles the alert."""
-    return Decision(alert=replace(alert, assignee=assignee, updated_at=now))
+    return Decision(
+        alert=replace(alert, assignee=assignee, updated_at=now),
+        history=(HistoryEntry(Step.ASSIGNED, None, assignee or "unassigned"),),
+    )
 
 
 def escalation_due(alert: Alert, now: datetime, default_assignee: str | None) -> Decision:
@@ -353,14 +449,18 @@ def escalation_due(alert: Alert, now: datetime, default_assignee: str | None) ->
         alert=_escalated(alert, now, escalation),
         sends=(Send(To.PUBLIC_WORKS, Reason.ESCALATED),),
         publish_state=True,
+        history=(HistoryEntry(Step.ESCALATED, SYSTEM),),
     )
 
 
 def repeat_due(alert: Alert, now: datetime, policy: Policy) -> Decision:
-    """A reminder of an open alert is due: critical ones repeat (up to ``repeat_max``)."""
-    if alert.state is not AlertState.OPEN or alert.next_repeat_at is None:
+    """A reminder of an open alert is due: critical ones repeat (up to ``repeat_max``).
+    A hand-resolved alert whose condition is still detected re-opens instead."""
+    if alert.next_repeat_at is None or alert.next_repeat_at > now:
         return Decision()
-    if alert.next_repeat_at > now:
+    if alert.condition_persists:
+        return _still_present(alert, now, policy)
+    if alert.state is not AlertState.OPEN:
         return Decision()
     if alert.severity is not Severity.CRITICAL:
         return Decision(alert=replace(alert, next_repeat_at=None))
@@ -371,4 +471,67 @@ def repeat_due(alert: Alert, now: datetime, policy: Policy) -> Decision:
             alert, repeats=repeats, next_repeat_at=now + policy.repeat_interval if more else None
         ),
         sends=(Send(To.HOMEOWNER, Reason.REPEAT),),
+    )
+
+
+TEST_RULE = "test_alert"
+"""``rule_id`` of an administrator's test alert (never a finding's rule)."""
+
+
+def test_alert(site_id: str, jurisdiction: str, now: datetime, *, new_id: str, by: str) -> Decision:
+    """An administrator's test: one "opened" message to the site's homeowner contacts
+    through the real outbox and channels. The alert is stored already resolved, so it
+    never shows as an open problem on any page."""
+    alert = Alert(
+        id=new_id,
+        site_id=site_id,
+        jurisdiction=jurisdiction,
+        rule_id=TEST_RULE,
+        finding_id=f"test-{new_id}",
+        state=AlertState.RESOLVED,
+        severity=Severity.INFO,
+        level="",
+        title="Test alert from SumpWatch",
+        action="Nothing to do: this message checks that alerts reach you.",
+        audience=(Audience.HOMEOWNER.value,),
+        citations=(),
+        evidence={},
+        opened_at=now,
+        updated_at=now,
+        finding_cleared_at=now,
+        resolved_at=now,
+        resolved_by=by,
+        resolve_note="test alert",
+    )
+    return Decision(
+        alert=alert,
+        notified=Notified(alert.severity, alert.level),
+        created=True,
+        sends=(Send(To.HOMEOWNER, Reason.OPENED),),
+        history=(HistoryEntry(Step.OPENED, by, "test alert"),),
+    )
+
+
+def _still_present(alert: Alert, now: datetime, policy: Policy) -> Decision:
+    """The resolve did not fix it: the alert re-opens and whoever was told hears again."""
+    state = AlertState.ACKNOWLEDGED if alert.acknowledged_at else AlertState.OPEN
+    reminders = (
+        state is AlertState.OPEN
+        and alert.severity is Severity.CRITICAL
+        and Audience.HOMEOWNER.value in alert.audience
+    )
+    reopened = replace(
+        alert,
+        state=state,
+        resolved_at=None,
+        resolved_by=None,
+        resolve_note=None,
+        next_repeat_at=now + policy.repeat_interval if reminders else None,
+        updated_at=now,
+    )
+    return Decision(
+        alert=reopened,
+        sends=(Send(To.TOLD, Reason.REPEAT),),
+        publish_state=True,
+        history=(HistoryEntry(Step.REOPENED, SYSTEM, "still detected after it was resolved"),),
     )

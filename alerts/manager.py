@@ -34,7 +34,7 @@ from alerts.channels.mqtt import MqttChannel, Publisher, alerts_topic
 from alerts.channels.webhook import WebhookChannel
 from alerts.config import AlertsConfig
 from alerts.delivery import Delivery
-from alerts.lifecycle import Decision, Escalation, Policy, To
+from alerts.lifecycle import AlertHistoryRow, Decision, Escalation, Policy, To
 from alerts.models import Alert, AlertQuery, DeliveryAttempt, Notification, Reason
 from alerts.policy import (
     DEFAULT_SEASON_START,
@@ -44,8 +44,9 @@ from alerts.policy import (
     quiet_until,
     violation_clock_start,
 )
+from alerts.render import render
 from alerts.sites import Sites
-from gateway.domain import FindingEvent, Severity
+from gateway.domain import Audience, FindingEvent, Severity
 from gateway.errors import NotFound
 from gateway.state.database import Database
 
@@ -177,6 +178,7 @@ class AlertManager:
         if decision.revive_resolved_at is not None:
             outbox.undo_resolve(conn, alert.id, decision.revive_resolved_at)
         outbox.save_alert(conn, alert, decision.notified)
+        outbox.record_history(conn, alert.id, decision.history, now)
         if decision.cancel is not None:
             outbox.cancel_pending(conn, alert.id, decision.cancel.reasons, decision.cancel.why, now)
         for send in decision.sends:
@@ -237,12 +239,36 @@ class AlertManager:
         now = self._clock()
         return await self._act(alert_id, lambda a: lifecycle.assign(a, now, assignee=assignee))
 
-    async def resolve(self, alert_id: str, *, by: str, note: str | None = None) -> Alert:
-        """Resolve by hand (with a note); the people already told are told it is resolved."""
+    async def resolve(
+        self,
+        alert_id: str,
+        *,
+        by: str,
+        note: str | None = None,
+        audience: Audience | None = None,
+        confirm: bool = False,
+    ) -> Alert:
+        """Resolve by hand (with a note); the people already told are told it is resolved.
+        ``audience`` is the resolver's (None: admin); an alert whose condition is still
+        detected needs ``confirm`` (alerts.lifecycle.resolve_by_hand)."""
         now = self._clock()
         return await self._act(
-            alert_id, lambda a: lifecycle.resolve_by_hand(a, now, by=by, note=note)
+            alert_id,
+            lambda a: lifecycle.resolve_by_hand(
+                a, now, self.policy, by=by, note=note, audience=audience, confirm=confirm
+            ),
         )
+
+    async def send_test(self, site_id: str, *, by: str) -> Alert:
+        """Queue a test alert to the site's homeowner contacts (see the outbox page)."""
+        now = self._clock()
+        decision = lifecycle.test_alert(
+            site_id, self._jurisdiction(site_id), now, new_id=_new_id(), by=by
+        )
+        assert decision.alert is not None
+        await self.db.write(lambda conn: self._store(conn, decision, now))
+        self._wake.set()
+        return decision.alert
 
     async def _act(self, alert_id: str, decide: Callable[[Alert], Decision]) -> Alert:
         now = self._clock()
@@ -271,6 +297,37 @@ class AlertManager:
     async def list_alerts(self, query: AlertQuery = AlertQuery()) -> list[Alert]:
         """Alerts matching the filters, newest first."""
         return await self.db.read(lambda conn: outbox.query_alerts(conn, query))
+
+    async def history(self, alert_ids: Sequence[str]) -> list[AlertHistoryRow]:
+        """What happened to these alerts (who resolved, with which note), oldest first."""
+        return await self.db.read(lambda conn: outbox.history_of(conn, alert_ids))
+
+    async def recent_notifications(self, limit: int = 100) -> list[Notification]:
+        """The newest notifications of all alerts, with their outbox status."""
+        return await self.db.read(lambda conn: outbox.recent_notifications(conn, limit))
+
+    async def local_outbox(self, limit: int = 100) -> list[tuple[Notification, str, str]]:
+        """The newest notifications with the subject and text each one says (rendered
+        as the channel would), so a gateway without e-mail still shows its messages."""
+        now = self._clock()
+
+        def run(conn: sqlite3.Connection) -> list[tuple[Notification, str, str]]:
+            out = []
+            for n in outbox.recent_notifications(conn, limit):
+                alert = outbox.get_alert(conn, n.alert_id)
+                if alert is None:
+                    continue
+                site = self.registry.get(n.site_id)
+                message = render(alert, n, site, public_url=self.config.public_url, now=now)
+                out.append((n, message.subject, message.text))
+            return out
+
+        return await self.db.read(run)
+
+    @property
+    def email_configured(self) -> bool:
+        """True when an SMTP server is configured (the pages promise e-mail only then)."""
+        return self.config.smtp is not None
 
     async def notifications(self, alert_id: str) -> list[Notification]:
         """The notifications of an alert (with their outbox status), oldest first."""

@@ -11,6 +11,9 @@ from typing import Any
 from gateway.domain import Severity
 from gateway.errors import SumpWatchError
 
+SYSTEM_ACTOR = "system"
+"""``resolved_by`` of an alert resolved because its finding cleared."""
+
 
 class AlertState(StrEnum):
     """Where an alert is in its lifecycle."""
@@ -43,6 +46,15 @@ class NotificationStatus(StrEnum):
 
 class InvalidTransition(SumpWatchError):
     """The requested lifecycle change does not apply to the alert's state."""
+
+
+class ConditionPersists(InvalidTransition):
+    """A hand resolve of an alert whose condition is still detected, not confirmed."""
+
+
+class NotYourAlert(SumpWatchError):
+    """The person acting is not in the alert's audience (e.g. public works and a
+    homeowner-only high-water alert): answered 403."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +92,16 @@ class Alert:
     #: When the violation's escalation clock started (the first episode of the season
     #: year, alerts.policy.violation_clock_start); None until it goes to public works.
     clock_started_at: datetime | None = None
+
+    @property
+    def condition_persists(self) -> bool:
+        """Resolved by a person while its finding is still open: the badge (and the
+        reminder that re-opens it) of issue 20.4."""
+        return (
+            self.state is AlertState.RESOLVED
+            and self.resolved_by not in (None, SYSTEM_ACTOR)
+            and self.finding_cleared_at is None
+        )
 
     @property
     def is_ordinance(self) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from alerts.lifecycle import SYSTEM, Notified, Tracked
+from alerts.lifecycle import SYSTEM, AlertHistoryRow, HistoryEntry, Notified, Step, Tracked
 from alerts.models import (
     Alert,
     AlertQuery,
@@ -173,6 +173,14 @@ def notifications_of(conn: sqlite3.Connection, alert_id: str) -> list[Notificati
     return [notification_from_row(r) for r in rows]
 
 
+def recent_notifications(conn: sqlite3.Connection, limit: int) -> list[Notification]:
+    """The newest notifications of every alert (the local outbox an admin reads)."""
+    rows = conn.execute(
+        "SELECT * FROM notifications ORDER BY created_at DESC, id LIMIT ?", (limit,)
+    ).fetchall()
+    return [notification_from_row(r) for r in rows]
+
+
 def attempts(
     conn: sqlite3.Connection,
     *,
@@ -196,6 +204,38 @@ def attempts(
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY d.id DESC LIMIT ?"
     return [attempt_from_row(r) for r in conn.execute(sql, (*args, limit)).fetchall()]
+
+
+def record_history(
+    conn: sqlite3.Connection, alert_id: str, entries: Sequence[HistoryEntry], now: datetime
+) -> None:
+    """Append the steps of one decision to the alert's history."""
+    conn.executemany(
+        "INSERT INTO alert_history (alert_id, at, step, actor, note, condition_persisted)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        [(alert_id, ts(now), e.step.value, e.actor, e.note, int(e.condition_persisted))
+         for e in entries],
+    )  # fmt: skip
+
+
+def history_of(conn: sqlite3.Connection, alert_ids: Sequence[str]) -> list[AlertHistoryRow]:
+    """The history of these alerts, oldest first."""
+    if not alert_ids:
+        return []
+    marks = ",".join("?" * len(alert_ids))
+    rows = conn.execute(
+        f"SELECT * FROM alert_history WHERE alert_id IN ({marks}) ORDER BY id", tuple(alert_ids)
+    ).fetchall()
+    return [
+        AlertHistoryRow(
+            alert_id=r["alert_id"],
+            at=_req_dt(r["at"]),
+            entry=HistoryEntry(
+                Step(r["step"]), r["actor"], r["note"], bool(r["condition_persisted"])
+            ),
+        )
+        for r in rows
+    ]
 
 
 # -- the alert row ---------------------------------------------------------------------
@@ -295,11 +335,13 @@ def due_escalations(conn: sqlite3.Connection, now: datetime) -> list[Alert]:
 
 
 def due_repeats(conn: sqlite3.Connection, now: datetime) -> list[Alert]:
-    """Open alerts whose reminder is due."""
+    """Open alerts whose reminder is due, and alerts resolved by hand whose condition
+    is still detected (they re-open: alerts.lifecycle.repeat_due)."""
     rows = conn.execute(
-        "SELECT * FROM alerts WHERE state = 'open' AND next_repeat_at IS NOT NULL"
-        " AND next_repeat_at <= ?",
-        (ts(now),),
+        "SELECT * FROM alerts WHERE next_repeat_at IS NOT NULL AND next_repeat_at <= ?"
+        " AND (state = 'open' OR (state = 'resolved' AND finding_cleared_at IS NULL"
+        " AND resolved_by IS NOT NULL AND resolved_by != ?))",
+        (ts(now), SYSTEM),
     ).fetchall()
     return [alert_from_row(r) for r in rows]
 

@@ -112,6 +112,13 @@ def _local(ts: datetime | None, tz: ZoneInfo) -> str:
     return "" if ts is None else ts.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z")
 
 
+def _more_than(address: str, name: str) -> str:
+    """What the address adds to the site's name: "Edgar, WI 54426" after "16 Elm St"."""
+    if address.strip().lower().startswith(name.strip().lower()):
+        return address.strip()[len(name.strip()) :].lstrip(", ")
+    return address
+
+
 def subject(alert: Alert, reason: Reason, site_name: str) -> str:
     """The e-mail subject / notification title."""
     return (
@@ -173,7 +180,8 @@ def render(
     ctx = {
         "title": alert.title,
         "site_name": site_name,
-        "address": site.address if site is not None else "",
+        # The address only when it says more than the name ("16 Elm St" twice reads oddly).
+        "address": _more_than(site.address, site_name) if site is not None else "",
         "severity": alert.severity.value,
         "level": alert.level,
         "state": alert.state.value,

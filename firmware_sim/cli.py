@@ -7,7 +7,6 @@ installed: the product never imports the simulator (issue 13).
 from __future__ import annotations
 
 import json
-import re
 import signal
 import threading
 from datetime import UTC, date, datetime, timedelta
@@ -24,19 +23,17 @@ from firmware_sim.offline import (
     sites_toml,
 )
 from firmware_sim.scenario import load_scenario
+from gateway import durations
 from gateway.errors import SumpWatchError
 from gateway.registry.models import load_registry
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "": 3600}
-
 
 def parse_duration(text: str) -> timedelta:
-    """``90s``, ``30m``, ``6h``, ``2d``; a bare number means hours."""
-    match = _DURATION.match(text)
-    if not match:
-        raise typer.BadParameter(f"not a duration: {text!r} (try 90s, 30m, 6h, 2d)")
-    return timedelta(seconds=float(match.group(1)) * _UNIT_S[match.group(2)])
+    """``90s``, ``30m``, ``15 minutes``, ``2 days``; a bare number means hours."""
+    try:
+        return durations.parse_duration(text)
+    except durations.DurationError as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 def parse_start(text: str) -> datetime:

@@ -29,6 +29,12 @@ app = typer.Typer(
     help="SumpWatch: sump-pump monitoring gateway, simulator, rules, alerts and reports.",
     no_args_is_help=True,
     add_completion=False,
+    # Plain click help (not rich panels): it wraps at words at any terminal width and
+    # never cuts off a "[default: ...]" (issue 20.12). Sub-apps inherit it.
+    rich_markup_mode=None,
+    # Use up to 100 columns on a wide terminal (click stops at 80 by default and then
+    # cuts the command list's descriptions short); narrower terminals wrap.
+    context_settings={"max_content_width": 100},
 )
 console = Console(stderr=True)
 

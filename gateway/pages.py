@@ -45,6 +45,13 @@ def units_of(request: Request) -> UnitSystem:
     return "metric" if value == "metric" else "us"
 
 
+def _email_configured(request: Request) -> bool:
+    """Pages promise e-mail only when an SMTP server is configured (issue 20.11)."""
+    services = getattr(request.app.state, "services", None)
+    alerts = getattr(services, "alerts", None)
+    return bool(alerts is not None and alerts.email_configured)
+
+
 def render(
     request: Request,
     name: str,
@@ -59,6 +66,7 @@ def render(
         "csrf_token": principal.csrf_token if principal else "",
         "units": units_of(request),
         "auth_enabled": bool(getattr(request.app.state.settings, "auth_enabled", False)),
+        "email_configured": _email_configured(request),
     }
     base.update(context)
     return templates.TemplateResponse(request, name, base, status_code=status_code)

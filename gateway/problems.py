@@ -14,7 +14,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from alerts.models import InvalidTransition
+from alerts.models import InvalidTransition, NotYourAlert
 from gateway.errors import ConfigError, NotEnabled, NotFound, StoreUnavailable, SumpWatchError
 from gateway.pages import render
 
@@ -22,6 +22,7 @@ from gateway.pages import render
 STATUS_OF: tuple[tuple[type[SumpWatchError], int], ...] = (
     (NotFound, 404),
     (InvalidTransition, 409),
+    (NotYourAlert, 403),
     (ConfigError, 400),
     (NotEnabled, 503),
     (StoreUnavailable, 503),

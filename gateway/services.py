@@ -18,7 +18,7 @@ from fastapi import Depends, Request
 
 from alerts.manager import AlertManager
 from alerts.models import Alert
-from gateway.domain import ConfirmationSource, Finding
+from gateway.domain import Audience, ConfirmationSource, Finding
 from gateway.ingest import MqttSource
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline
@@ -53,9 +53,16 @@ class AlertActions:
         """Who at public works handles it; blank unassigns."""
         return await self.manager.assign(alert_id, assignee=_blank_is_none(assignee))
 
-    async def resolve(self, alert_id: str, *, by: str, note: str | None) -> Alert:
-        """Resolved by hand; an empty note counts as none."""
-        return await self.manager.resolve(alert_id, by=by, note=note or None)
+    async def resolve(
+        self, alert_id: str, *, by: str, admin: bool, note: str | None, confirm: bool
+    ) -> Alert:
+        """Resolved by hand by staff ``by``; an empty note counts as none. Public works
+        may resolve only alerts addressed to public works (an ``admin`` any); an alert
+        whose condition is still detected needs ``confirm`` (alerts.lifecycle)."""
+        audience = None if admin else Audience.PUBLIC_WORKS
+        return await self.manager.resolve(
+            alert_id, by=by, note=note or None, audience=audience, confirm=confirm
+        )
 
 
 def _blank_is_none(text: str | None) -> str | None:

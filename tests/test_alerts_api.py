@@ -179,7 +179,8 @@ async def test_assign_and_resolve_with_a_note(api: Api) -> None:
     assigned = await api.client.post(f"/alerts/{alert['id']}/assign", json={"assignee": "crew-7"})
     assert assigned.json()["assignee"] == "crew-7"
     resolved = await api.client.post(
-        f"/alerts/{alert['id']}/resolve", json={"by": "crew-7", "note": "check valve replaced"}
+        f"/alerts/{alert['id']}/resolve",
+        json={"by": "crew-7", "note": "check valve replaced", "confirm": True},
     )
     body = resolved.json()
     assert (body["state"], body["resolved_by"], body["resolve_note"]) == (
@@ -188,7 +189,7 @@ async def test_assign_and_resolve_with_a_note(api: Api) -> None:
         "check valve replaced",
     )
     assert (
-        await api.client.post(f"/alerts/{alert['id']}/resolve", json={"by": "x"})
+        await api.client.post(f"/alerts/{alert['id']}/resolve", json={"by": "x", "confirm": True})
     ).status_code == 409
 
 
@@ -221,7 +222,7 @@ async def test_the_page_form_and_the_api_act_through_one_alert_service(api: Api)
     assert form.json() == {"id": alert["id"], "state": "acknowledged", "assignee": None}
     assert (await api.client.get(f"/alerts/{alert['id']}")).json()["ack_note"] is None
     assert (
-        await api.client.post(f"/alerts/{alert['id']}/ack", json={"by": "x"})
+        await api.client.post(f"/alerts/{alert['id']}/ack", json={"by": "x", "confirm": True})
     ).status_code == 409
     again = await api.client.post(
         f"/ui/alerts/{alert['id']}/ack", data={"note": "x"}, headers={"Accept": "text/html"}

@@ -381,7 +381,7 @@ async def test_resolving_by_hand_records_who_and_why_and_tells_the_homeowner(
     await h.manager.on_events([ev(FindingChange.OPENED, finding())])
     await h.drain()
     (alert,) = await h.manager.list_alerts()
-    done = await h.manager.resolve(alert.id, by="inspector-1", note="pump replaced")
+    done = await h.manager.resolve(alert.id, by="inspector-1", note="pump replaced", confirm=True)
     assert (done.state, done.resolved_by, done.resolve_note) == (
         AlertState.RESOLVED,
         "inspector-1",

@@ -41,6 +41,9 @@ class Access(Enum):
     SITE_STAFF = "public works of the site's jurisdiction, and admins"
     JURISDICTION = "public works of the jurisdiction the path names, and admins"
     STAFF = "public works of any jurisdiction and admins (the body or scope names the site)"
+    #: Resolving the matrix's alert: it is a homeowner-only high-water alert, which
+    #: public works may not resolve (issue 20 item 4); only an admin may.
+    SITE_ADMIN_ACTS = "seen by the site's scope, acted on by admins only"
     ADMIN = "administrators only (every site's data, or none)"
 
 
@@ -66,7 +69,7 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/alerts/{alert_id}"): Access.SITE,
     ("POST", "/alerts/{alert_id}/ack"): Access.SITE,
     ("POST", "/alerts/{alert_id}/assign"): Access.SITE_STAFF,
-    ("POST", "/alerts/{alert_id}/resolve"): Access.SITE_STAFF,
+    ("POST", "/alerts/{alert_id}/resolve"): Access.SITE_ADMIN_ACTS,
     ("GET", "/alerts/{alert_id}/deliveries"): Access.SITE,
     ("GET", "/reports/winter"): Access.SIGNED_IN,
     ("POST", "/logout"): Access.SIGNED_IN,
@@ -80,7 +83,7 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/console/{jurisdiction}"): Access.JURISDICTION,
     ("POST", "/ui/alerts/{alert_id}/ack"): Access.SITE,
     ("POST", "/ui/alerts/{alert_id}/assign"): Access.SITE_STAFF,
-    ("POST", "/ui/alerts/{alert_id}/resolve"): Access.SITE_STAFF,
+    ("POST", "/ui/alerts/{alert_id}/resolve"): Access.SITE_ADMIN_ACTS,
     ("GET", "/site/{site_id}/overview.json"): Access.SITE,
     ("GET", "/site/{site_id}/charts.json"): Access.SITE,
     ("GET", "/site/{site_id}/events"): Access.SITE,
@@ -107,6 +110,14 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("POST", "/ui/cases/notices.pdf"): Access.STAFF,
     ("POST", "/ui/cases/{case_id}/step"): Access.SITE,
     ("POST", "/ui/cases/{case_id}/proof"): Access.SITE,
+    # An alert's history (issue 20 item 4) and the admin pages (item 11).
+    ("GET", "/alerts/{alert_id}/history"): Access.SITE,
+    ("GET", "/ui/alerts/{alert_id}/history"): Access.SITE,
+    ("GET", "/admin/deadletters"): Access.ADMIN,
+    ("GET", "/admin/deliveries"): Access.ADMIN,
+    ("GET", "/admin/outbox"): Access.ADMIN,
+    ("POST", "/admin/test-alert"): Access.ADMIN,
+    ("GET", "/admin/metrics"): Access.ADMIN,
 }
 
 #: Query parameters a route needs to get past validation to its handler.
@@ -140,6 +151,7 @@ STRANGER = {
     Access.SITE_STAFF: "404",
     Access.JURISDICTION: "404",
     Access.ADMIN: "403",
+    Access.SITE_ADMIN_ACTS: "404",
 }
 #: Staff routes whose site comes in the body: any public works account gets past the door.
 STAFF_ELSEWHERE = {**STRANGER, Access.STAFF: "ok"}
@@ -163,6 +175,7 @@ CALLERS = [
             Access.JURISDICTION: "ok",
             Access.STAFF: "ok",
             Access.ADMIN: "403",
+            Access.SITE_ADMIN_ACTS: "403",
         },
         {"site": SITE, "site_id": SITE, "jurisdiction": JURISDICTION},
     ),
@@ -183,6 +196,7 @@ CALLERS = [
             Access.JURISDICTION: "404",
             Access.STAFF: "403",
             Access.ADMIN: "403",
+            Access.SITE_ADMIN_ACTS: "403",
         },
         {"site": SITE, "site_id": SITE},
     ),

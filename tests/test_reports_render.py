@@ -95,4 +95,4 @@ def test_village_html_escapes_and_csv_has_a_row_per_site(tmp_path: Path) -> None
     assert "&amp; &lt;Oak&gt;" in html and "<Oak>" not in html
     lines = village_csv(report).splitlines()
     assert len(lines) == 1 + N + 1
-    assert lines[-1].startswith("TOTAL,300 sites")
+    assert lines[-1].startswith("TOTAL,All sites (300)")

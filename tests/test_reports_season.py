@@ -33,6 +33,7 @@ from firmware_sim.offline import build_simulation, sites_toml
 from firmware_sim.scenario import ScenarioModel
 from gateway.domain import FindingEvent, RawMessage, Reading, StatusChange
 from gateway.registry.models import load_registry
+from gateway.reports import text
 from gateway.reports.assemble import assemble_site_report, assemble_village_report
 from gateway.reports.models import ComplianceStatus, Recommendation
 from gateway.reports.render_csv import site_csv, village_csv
@@ -381,14 +382,22 @@ async def test_site_pdf_is_in_gallons_and_fahrenheit_by_default_and_metric_on_re
     assert " gal" not in metric_text and "°F" not in metric_text
 
 
-async def test_village_totals_are_in_thousands_of_gallons_or_cubic_metres(
-    sources: ReportSources,
+async def test_village_totals_are_in_natural_units_gallons_or_litres_when_small(
+    sources: ReportSources, tmp_path: Path
 ) -> None:
     report = await assemble_village_report(sources, SEASON, jurisdiction="edgar", now=NOW)
-    kgal = convert("volume_large", report.totals.outlet_volume_l, "us")
-    us = await build_winter_report(sources, SEASON, "html", jurisdiction="edgar", now=NOW)
-    assert f"{kgal:,.1f} thousand gal" in us.content.decode()
+    gal = convert("volume", report.totals.outlet_volume_l, "us")
+    assert gal < 10_000  # a small village total: "1,900 gal", not "1.9 thousand gal"
+    us = await build_winter_report(sources, SEASON, "pdf", jurisdiction="edgar", now=NOW)
+    us_text = _pdf_text(us.content, tmp_path, "us")
+    assert f"{gal:,.0f} gal" in us_text and "thousand gal" not in us_text.split("Units")[0]
     metric = await build_winter_report(
-        sources, SEASON, "html", jurisdiction="edgar", now=NOW, units="metric"
+        sources, SEASON, "pdf", jurisdiction="edgar", now=NOW, units="metric"
     )
-    assert f"{report.totals.outlet_volume_l / 1000:,.1f} m³" in metric.content.decode()
+    assert f"{report.totals.outlet_volume_l:,.0f} L" in _pdf_text(metric.content, tmp_path, "m")
+
+
+def test_large_totals_read_in_thousands_of_gallons_or_cubic_metres() -> None:
+    assert text.large_volume(3_785_411.784, "us") == "1,000.0 thousand gal"
+    assert text.large_volume(757.0, "us") == "200 gal"
+    assert text.large_volume(46_600.0, "metric") == "46.6 m³"

@@ -146,14 +146,22 @@ async def test_public_works_assigns_and_resolves_an_alert_from_the_console(
         "Assigned to crew-7", timeout=TIMEOUT_MS
     )
     await shot(page, "public-works-alert-assigned")
-    await page.locator(".alert[data-rule='high_water'] input[name=note]").fill("pump replaced")
-    await page.locator(".alert[data-rule='high_water'] [data-testid=resolve]").click()
-    await page.locator(".alert[data-rule='high_water']").wait_for(
-        state="detached", timeout=TIMEOUT_MS
-    )
+    # High water is the homeowner's alert: public works may assign it, not resolve it.
+    await expect(
+        page.locator(".alert[data-rule='high_water'] [data-testid=resolve]")
+    ).to_have_count(0)
+    await page.close()
+    admin = await browser_context.new_page()
+    await browser_login(admin, live_app, "admin", "/console/edgar")
+    mine = admin.locator(".alert[data-rule='high_water']").filter(has_text="Assigned to crew-7")
+    await mine.locator("input[name=note]").fill("pump replaced")
+    await expect(mine.locator("[data-testid=resolve-warning]")).to_contain_text("still detected")
+    await mine.locator("input[name=confirm]").check()
+    await mine.locator("[data-testid=resolve]").click()
+    await mine.wait_for(state="detached", timeout=TIMEOUT_MS)
     resolved = [a for a in await live_app.runtime.alerts.list_alerts() if a.site_id == "oak-5"]
     assert resolved[0].state.value == "resolved"
-    assert resolved[0].resolved_by == "edgar-pw"
+    assert resolved[0].resolved_by == "admin"
     assert resolved[0].assignee == "crew-7"
 
 

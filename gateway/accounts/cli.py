@@ -59,6 +59,14 @@ def _run(config: Path | None, action: Callable[[AccountStore, Settings], Awaitab
 def _password(from_stdin: bool) -> str:
     if from_stdin:
         return sys.stdin.readline().rstrip("\n")
+    if not sys.stdin.isatty():
+        # typer.prompt would read (or hang on) a pipe and echo nothing useful.
+        err.print(
+            "[red]error:[/red] no terminal to ask for the password; pipe it in with "
+            "--password-stdin, e.g. printf '%s\\n' \"$PW\" | "
+            "sumpwatch user add ... --password-stdin"
+        )
+        raise typer.Exit(2)
     value: str = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
     return value
 

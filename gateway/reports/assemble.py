@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
+from alerts.lifecycle import TEST_RULE
 from alerts.models import Alert
 from gateway.contract import NodeKind
 from gateway.domain import Citation, Confirmation, Finding
@@ -355,8 +356,13 @@ def _alerts(alerts: Sequence[Alert]) -> tuple[list[AlertEntry], AlertSummary]:
             opened_at=a.opened_at,
             acknowledged_at=a.acknowledged_at,
             acknowledged_by=a.acknowledged_by,
+            resolved_at=a.resolved_at,
+            resolved_by=a.resolved_by,
+            resolve_note=a.resolve_note,
+            condition_persisted=a.condition_persists,
         )
         for a in sorted(alerts, key=lambda a: a.opened_at)
+        if a.rule_id != TEST_RULE  # an administrator's test message is not an alert of the site
     ]
     waits = [e.time_to_ack for e in entries if e.time_to_ack is not None]
     seconds = [w.total_seconds() for w in waits]
@@ -574,7 +580,8 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
             + (period.note or "")
         )
     if through < period.end:
-        notes.append(f"Season in progress: data up to {through:%Y-%m-%d %H:%M} UTC.")
+        local = through.astimezone(period.tz)
+        notes.append(f"Season in progress: data up to {local:%Y-%m-%d %H:%M} ({site.timezone}).")
     if pack is None:
         notes.append(f"No rule pack for jurisdiction {site.jurisdiction!r}: nothing is cited.")
     if not inputs.findings_available:
@@ -851,4 +858,12 @@ async def assemble_village_report(
         priority=priority,
         weeks=week_rows,
         notes=tuple(notes),
+        timezone=_one_zone(sites),
+        village=pack.name if pack else scope,
     )
+
+
+def _one_zone(sites: Iterable[SiteConfig]) -> str:
+    """The sites' one time zone (a village's sites share one); UTC if they differ."""
+    zones = {s.timezone for s in sites}
+    return zones.pop() if len(zones) == 1 else "UTC"

@@ -19,8 +19,10 @@ matplotlib.use("Agg")
 
 import matplotlib.dates as mdates
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from gateway.reports.models import DayStats, SiteReport, VillageReport, WeekStats
+from gateway.reports.text import PLAIN_VOLUME_BELOW
 from gateway.units import UnitSystem, convert, unit
 
 WIDTH_IN = 7.0
@@ -64,6 +66,13 @@ def _date_axis(
         ax.set_xlim(lo, hi)  # type: ignore[attr-defined]
 
 
+def _nonnegative(ax: object) -> None:
+    """Volumes and counts start at zero, and an all-zero chart keeps a 0-1 axis
+    instead of matplotlib's -0.05..0.05 (a negative axis reads as an error)."""
+    _, top = ax.get_ylim()  # type: ignore[attr-defined]
+    ax.set_ylim(0, max(top, 1.0))  # type: ignore[attr-defined]
+
+
 def _legend(ax: object, ncols: int) -> None:
     # Below the plot, so it never hides a bar.
     ax.legend(  # type: ignore[attr-defined]
@@ -73,6 +82,7 @@ def _legend(ax: object, ncols: int) -> None:
 
 _VOLUME_AXIS = {"us": "gallons per day", "metric": "litres per day"}
 _WEEK_AXIS = {"us": "thousand gallons per week", "metric": "m³ per week"}
+_VOLUME_WEEK_AXIS = {"us": "gallons per week", "metric": "litres per week"}
 
 
 def volume_by_day(
@@ -101,6 +111,7 @@ def volume_by_day(
     ax.set_title(title, fontsize=9, loc="left")
     _legend(ax, 4)
     _style(ax)
+    _nonnegative(ax)
     _date_axis(ax, [d.day for d in days])
     return _png(fig)
 
@@ -141,10 +152,14 @@ def temperature_by_day(days: Sequence[DayStats], units: UnitSystem = "us") -> by
 
 
 def village_volume_by_week(weeks: Sequence[WeekStats], units: UnitSystem = "us") -> bytes:
-    """Weekly volume pumped and the part suspected to the sanitary sewer (kgal or m³)."""
+    """Weekly volume pumped and the part suspected to the sanitary sewer, in gal / L
+    while the weeks are small and kgal / m³ once they are large (natural units)."""
     x = [mdates.date2num(w.week_start) for w in weeks]
-    outlet = [convert("volume_large", w.outlet_volume_l, units) for w in weeks]
-    sanitary = [convert("volume_large", w.sanitary_l, units) for w in weeks]
+    largest = max((convert("volume", w.outlet_volume_l + w.sanitary_l, units) for w in weeks),
+                  default=0.0)  # fmt: skip
+    quantity = "volume" if largest < PLAIN_VOLUME_BELOW else "volume_large"
+    outlet = [convert(quantity, w.outlet_volume_l, units) for w in weeks]
+    sanitary = [convert(quantity, w.sanitary_l, units) for w in weeks]
     fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN))
     ax = fig.add_subplot()
     ax.bar(x, outlet, width=6.5, align="edge", color=GRADE, label="at outlets")
@@ -157,10 +172,12 @@ def village_volume_by_week(weeks: Sequence[WeekStats], units: UnitSystem = "us")
         color=SANITARY,
         label="sanitary (suspected)",
     )
-    ax.set_ylabel(_WEEK_AXIS[units], fontsize=7)
+    axis = _VOLUME_WEEK_AXIS[units] if quantity == "volume" else _WEEK_AXIS[units]
+    ax.set_ylabel(axis, fontsize=7)
     ax.set_title("Volume pumped, by week", fontsize=9, loc="left")
     _legend(ax, 2)
     _style(ax)
+    _nonnegative(ax)
     _date_axis(ax, [w.week_start for w in weeks], pad_days=0.5, right_days=7.5)
     return _png(fig)
 
@@ -190,6 +207,8 @@ def village_issues_by_week(weeks: Sequence[WeekStats]) -> bytes:
     ax.set_title("Icing and violations, by week", fontsize=9, loc="left")
     _legend(ax, 2)
     _style(ax)
+    _nonnegative(ax)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 0.5 of a site
     _date_axis(ax, [w.week_start for w in weeks], pad_days=0.5, right_days=7.5)
     return _png(fig)
 

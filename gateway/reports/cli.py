@@ -58,32 +58,59 @@ async def open_sources(settings: Settings) -> AsyncIterator[ReportSources]:
         await db.close()
 
 
+class NoData(SumpWatchError):
+    """The settings point at no SumpWatch data (a report would be empty)."""
+
+
+def require_data(settings: Settings) -> None:
+    """Refuse to report from a state database that does not exist: opening it would
+    create an empty one and write a 0 %-coverage report (issue 20.12)."""
+    if not settings.sqlite_file.exists():
+        raise NoData(
+            f"no SumpWatch data at {settings.sqlite_file.resolve()}: pass --data-dir "
+            "(the folder the gateway writes to, e.g. the demo's .demo-data) or --config, "
+            "or set SUMPWATCH_DATA_DIR"
+        )
+
+
 async def write_winter_report(
     settings: Settings,
     season: str,
     fmt: ReportFormat,
-    out: Path,
+    out: Path | None,
     *,
     site: str | None = None,
     jurisdiction: str | None = None,
     now: datetime | None = None,
     units: UnitSystem = "us",
 ) -> Path:
-    """Build one report and write it to ``out`` (a file, or a folder for the default name)."""
+    """Build one report and write it to ``out`` (a file, or a folder for the default
+    name; None: the settings' reports folder under the data folder). Returns the path."""
+    require_data(settings)
+    if out is None:
+        out = settings.reports_folder
+        await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
     async with open_sources(settings) as sources:
         rendered = await build_winter_report(
             sources, season, fmt, site=site, jurisdiction=jurisdiction, now=now, units=units
         )
     is_dir = await asyncio.to_thread(out.is_dir)
     path = out / rendered.filename if is_dir else out
+    await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
     await asyncio.to_thread(write_atomically, path, rendered.content)
-    return path
+    return path.resolve()
 
 
 @report_app.command("winter")
 def winter(
     season: Annotated[str, typer.Option(help="Season, e.g. 2026-2027")],
-    out: Annotated[Path, typer.Option(help="Output file, or a folder for the default name")],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Output file, or a folder for the default name "
+            "(default: the reports folder under the data folder, <data dir>/reports)"
+        ),
+    ] = None,
     site: Annotated[str | None, typer.Option(help="One property's report")] = None,
     jurisdiction: Annotated[
         str | None, typer.Option(help="Village report of one rule pack's sites")
@@ -95,7 +122,10 @@ def winter(
     config: Annotated[
         Path | None, typer.Option("--config", "-c", help="Settings TOML file")
     ] = None,
-    data_dir: Annotated[Path | None, typer.Option(help="Folder of the SQLite store")] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="The gateway's data folder (its SQLite file must be there)"),
+    ] = None,
     sites: Annotated[Path | None, typer.Option(help="Site registry TOML")] = None,
 ) -> None:
     """Write the winter report of a property (--site) or a village (--jurisdiction, or all)."""

@@ -159,6 +159,12 @@ class AlertEntry:
     opened_at: datetime
     acknowledged_at: datetime | None
     acknowledged_by: str | None
+    resolved_at: datetime | None = None
+    #: Who resolved it by hand ("system": the condition cleared) and why (issue 20.4).
+    resolved_by: str | None = None
+    resolve_note: str | None = None
+    #: Resolved by a person while the condition was still detected.
+    condition_persisted: bool = False
 
     @property
     def time_to_ack(self) -> timedelta | None:
@@ -392,3 +398,8 @@ class VillageReport:
     priority: tuple[SiteStatusRow, ...]
     weeks: tuple[WeekStats, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: The one time zone every time of the report is written in: the sites' zone
+    #: (UTC only when the sites span several zones).
+    timezone: str = "UTC"
+    #: Who the report is for (the rule pack's name, e.g. "Village of Edgar (WI): ...").
+    village: str = ""

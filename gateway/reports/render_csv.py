@@ -207,16 +207,19 @@ def village_csv(report: VillageReport, units: UnitSystem = "us") -> str:
         for r in report.rows
     ]
     t = report.totals
+    # The TOTAL row keeps every column's type: text columns stay text (or empty), and
+    # numeric ones hold numbers only, so a spreadsheet can sum or filter them.
+    mean_coverage = sum(r.coverage for r in report.rows) / len(report.rows) if report.rows else 0
     rows.append(
         [
             "TOTAL",
-            f"{t.sites} sites",
+            f"All sites ({t.sites})",
             "",
             report.scope,
-            f"{t.sites_in_violation} in violation",
-            str(sum(1 for r in report.rows if r.recommendation.value != "none")),
             "",
             "",
+            "",
+            _r(mean_coverage, 4),
             vol(t.pit_volume_l),
             vol(t.outlet_volume_l),
             vol(t.sanitary_l),

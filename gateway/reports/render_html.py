@@ -46,6 +46,14 @@ def _env() -> Environment:
         units_label=text.UNITS_LABEL,
         freezing=text.freezing,
         statement=text.statement,
+        zone_time=text.zone_time,
+        requirement_name=text.requirement_name,
+        name_and_address=text.name_and_address,
+        status_counts=text.status_counts,
+        resolution=text.resolution,
+        no_data_text=text.NO_DATA_TEXT,
+        no_data=text.no_data,
+        statement_shown=text.statement_shown,
     )
     return env
 
@@ -70,7 +78,9 @@ def site_html(
     """The property report as one HTML page, measurements in ``units``."""
     charts = site_charts(report, units) if charts is None else charts
     template = _ENV.get_template("site.html.j2")
-    return template.render(r=report, charts=_data_uris(charts), css=_css(), units=units)
+    return template.render(
+        r=report, charts=_data_uris(charts), css=_css(), units=units, tz=report.site.timezone
+    )
 
 
 def village_html(
@@ -79,4 +89,6 @@ def village_html(
     """The village report as one HTML page, volumes in ``units``."""
     charts = village_charts(report, units) if charts is None else charts
     template = _ENV.get_template("village.html.j2")
-    return template.render(r=report, charts=_data_uris(charts), css=_css(), units=units)
+    return template.render(
+        r=report, charts=_data_uris(charts), css=_css(), units=units, tz=report.timezone
+    )

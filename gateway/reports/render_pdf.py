@@ -35,7 +35,11 @@ from reportlab.platypus import (
 from gateway.domain import Citation
 from gateway.reports import text
 from gateway.reports.charts import site_charts, village_charts
-from gateway.reports.models import ComplianceStatus, SiteReport, VillageReport
+from gateway.reports.models import (
+    ComplianceStatus,
+    SiteReport,
+    VillageReport,
+)
 from gateway.units import UnitSystem
 
 PAGE_W, PAGE_H = LETTER
@@ -150,7 +154,7 @@ def _section(title: str) -> list[Flowable]:
     return [CondPageBreak(1.2 * inch), Paragraph(escape(title), H2)]
 
 
-def _numbered_canvas(header: str, generated: datetime) -> type[Canvas]:
+def _numbered_canvas(header: str, generated: datetime, tz: str) -> type[Canvas]:
     class NumberedCanvas(Canvas):
         """Defers each page so the footer can say "Page N of M"."""
 
@@ -178,7 +182,8 @@ def _numbered_canvas(header: str, generated: datetime) -> type[Canvas]:
             self.setStrokeColor(colors.HexColor("#a0aec0"))
             self.line(MARGIN, PAGE_H - 0.55 * inch, PAGE_W - MARGIN, PAGE_H - 0.55 * inch)
             self.line(MARGIN, 0.6 * inch, PAGE_W - MARGIN, 0.6 * inch)
-            self.drawString(MARGIN, 0.45 * inch, f"Generated {generated:%Y-%m-%d %H:%M} UTC")
+            # The report's one time zone (the site's), like every time in its body.
+            self.drawString(MARGIN, 0.45 * inch, f"Generated {text.zone_time(generated, tz)}")
             self.drawRightString(
                 PAGE_W - MARGIN, 0.45 * inch, f"Page {self._pageNumber} of {total}"
             )
@@ -187,7 +192,7 @@ def _numbered_canvas(header: str, generated: datetime) -> type[Canvas]:
     return NumberedCanvas
 
 
-def _build(story: list[Flowable], title: str, header: str, generated: datetime) -> bytes:
+def _build(story: list[Flowable], title: str, header: str, generated: datetime, tz: str) -> bytes:
     buf = io.BytesIO()
     doc = SimpleDocTemplate(
         buf,
@@ -200,7 +205,7 @@ def _build(story: list[Flowable], title: str, header: str, generated: datetime) 
         author="SumpWatch",
         subject=header,
     )
-    doc.build(story, canvasmaker=_numbered_canvas(header, generated))
+    doc.build(story, canvasmaker=_numbered_canvas(header, generated, tz))
     return buf.getvalue()
 
 
@@ -232,11 +237,7 @@ def site_pdf(
     title = f"Winter monitoring report, season {r.period.label}"
     story: list[Flowable] = [
         Paragraph(escape(title), TITLE),
-        _p(
-            f"{r.site.name}{', ' + r.site.address if r.site.address else ''} "
-            f"(site {r.site.site_id})",
-            SUB,
-        ),
+        _p(f"{text.name_and_address(r.site.name, r.site.address)} (site {r.site.site_id})", SUB),
         Spacer(1, 8),
     ]
     season_cite = f" [{r.period.citations[0]}]" if r.period.citations else ""
@@ -267,7 +268,18 @@ def site_pdf(
         body.append(_p(f"Recommended first step for the village: {first_step}{why}"))
     if r.compliance.citations:
         body.append(_cites(r.compliance.citations))
-    story.append(_statement(r.compliance.status, text.STATUS_LABEL[r.compliance.status], body))
+    if text.no_data(r.coverage.share):
+        # Nothing was measured: say so first, before any fact or note (issue 20.9).
+        story.insert(
+            2,
+            _statement(
+                ComplianceStatus.INSUFFICIENT_DATA,
+                "Not enough data",
+                [_p(text.NO_DATA_TEXT)],
+            ),
+        )
+    if text.statement_shown(r.coverage.share, r.compliance.status):
+        story.append(_statement(r.compliance.status, text.STATUS_LABEL[r.compliance.status], body))
 
     cov = r.coverage
     story += _section("1. Data coverage")
@@ -414,7 +426,13 @@ def site_pdf(
             _table(
                 ["Requirement", "Status", "Finding", "What to do", "Citations"],
                 [
-                    [a.requirement_id, a.status, a.message, a.action, _cites(a.citations)]
+                    [
+                        text.requirement_name(a.requirement_id),
+                        a.status,
+                        a.message,
+                        a.action,
+                        _cites(a.citations),
+                    ]
                     for a in r.audit
                 ],
                 [1.2, 0.6, 2.0, 1.8, 1.3],
@@ -437,7 +455,16 @@ def site_pdf(
         )
         story.append(
             _table(
-                ["Alert", "Severity", "Raised", "Acknowledged", "By", "Time to ack", "State"],
+                [
+                    "Alert",
+                    "Severity",
+                    "Raised",
+                    "Acknowledged",
+                    "By",
+                    "Time to ack",
+                    "State",
+                    "Resolved by (note)",
+                ],
                 [
                     [
                         a.title,
@@ -447,10 +474,11 @@ def site_pdf(
                         a.acknowledged_by or "-",
                         text.duration(a.time_to_ack),
                         a.state,
+                        text.resolution(a),
                     ]
                     for a in r.alerts
                 ],
-                [1.7, 0.7, 1.0, 1.0, 0.6, 0.8, 1.0],
+                [1.3, 0.6, 0.9, 0.9, 0.6, 0.6, 0.7, 1.2],
                 numeric=[5],
             )
         )
@@ -490,7 +518,7 @@ def site_pdf(
         )
     story += _suspected(r, tz)
     header = f"SumpWatch - {title} - {r.site.name} ({r.site.site_id})"
-    return _build(story, f"{title}: {r.site.name}", header, r.generated_at)
+    return _build(story, f"{title}: {r.site.name}", header, r.generated_at, tz)
 
 
 def _suspected(r: SiteReport, tz: str) -> list[Flowable]:
@@ -543,10 +571,12 @@ def village_pdf(
             [
                 ("Scope", f"{r.scope} ({t.sites} sites)"),
                 ("Season", "; ".join(r.seasons) or "-"),
-                ("Data through", f"{r.through:%Y-%m-%d %H:%M} UTC"),
+                ("Data through", text.zone_time(r.through, r.timezone)),
                 ("Units", text.UNITS_LABEL[units]),
             ]
         ),
+        Spacer(1, 8),
+        _cover(r),
     ]
     for note in r.notes:
         story.append(_p(note, SMALL))
@@ -560,10 +590,7 @@ def village_pdf(
                 ["Suspected to the sanitary sewer", text.large_volume(t.sanitary_l, units)],
                 ["Icing days (site-days)", t.icing_days],
                 ["Violation days (site-days)", t.violation_days],
-                [
-                    "Sites not in compliance / in compliance",
-                    f"{t.sites_in_violation} / {t.sites_compliant}",
-                ],
+                *([label, n] for label, n in text.status_counts(r.rows)),
             ],
             [4.0, 2.0],
             numeric=[1],
@@ -592,8 +619,8 @@ def village_pdf(
                 numeric=[0, 5, 6],
             )
         )
-    story += _section("3. Weekly charts")
-    story += _chart(charts.get("volume"))
+    # The heading travels with its first chart: never alone at the foot of a page.
+    story.append(KeepTogether([*_section("3. Weekly charts"), *_chart(charts.get("volume"))]))
     story += _chart(charts.get("issues"))
     story += _section("4. Every site")
     story.append(
@@ -643,4 +670,17 @@ def village_pdf(
         )
     )
     header = f"SumpWatch - {r.title}"
-    return _build(story, r.title, header, r.generated_at)
+    return _build(story, r.title, header, r.generated_at, r.timezone)
+
+
+def _cover(r: VillageReport) -> LongTable:
+    """The block a clerk fills in before filing: for whom, by whom, when, signed."""
+    blank = "_" * 40
+    return _facts(
+        [
+            ("Prepared for", r.village or r.scope),
+            ("Prepared by", f"SumpWatch, from the monitoring data; reviewed by {blank}"),
+            ("Date", f"{text.local_time(r.generated_at, r.timezone)[:10]}"),
+            ("Signature", blank),
+        ]
+    )

@@ -8,13 +8,19 @@ conversions the web pages use.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from gateway.reports.models import Compliance, ComplianceStatus, Recommendation
-from gateway.units import UnitSystem, fmt
+from gateway.reports.models import (
+    AlertEntry,
+    Compliance,
+    ComplianceStatus,
+    Recommendation,
+    SiteStatusRow,
+)
+from gateway.units import UnitSystem, convert, fmt
 
 STATUS_LABEL = {
     ComplianceStatus.VIOLATION: "Not in compliance",
@@ -49,9 +55,29 @@ def volume(value_l: float, units: UnitSystem) -> str:
     return fmt("volume", value_l, units)
 
 
+#: Below this many gallons (or litres) a total reads best in plain units: "200 gal",
+#: not "0.2 thousand gal" (issue 20.9).
+PLAIN_VOLUME_BELOW = 10_000
+
+
 def large_volume(value_l: float, units: UnitSystem) -> str:
-    """A village total: ``12.3 thousand gal`` or ``46.6 m³``."""
+    """A village total in natural units: ``927 gal`` / ``3,510 L`` when small,
+    ``12.3 thousand gal`` / ``46.6 m³`` when large."""
+    if abs(convert("volume", value_l, units)) < PLAIN_VOLUME_BELOW:
+        return volume(value_l, units)
     return fmt("volume_large", value_l, units)
+
+
+def requirement_name(requirement_id: str) -> str:
+    """A requirement id as words ("No sanitary destination"), so a narrow column
+    wraps between words instead of inside ``no_sanitary_destinatio|n``."""
+    words = requirement_id.replace("_", " ").strip()
+    return words[:1].upper() + words[1:]
+
+
+def zone_time(when: datetime, tz: str) -> str:
+    """A timestamp with its zone said once: ``2026-11-30 15:00 (America/Chicago)``."""
+    return f"{local_time(when, tz)} ({tz})"
 
 
 def temp(value_c: float | None, units: UnitSystem) -> str:
@@ -167,3 +193,64 @@ def evidence_text(evidence: Mapping[str, Any], units: UnitSystem, limit: int = 8
     return "; ".join(
         _evidence_item(key, value, units) for key, value in list(evidence.items())[:limit]
     )
+
+
+NO_DATA_TEXT = (
+    "Not enough data: no sensor of this property reported during the period, so this "
+    "report cannot say whether it complies. Check that the sensors are powered and "
+    "connected; the sections below are empty for the same reason."
+)
+
+
+#: Statements that say "no violation found": with no data at all they say nothing,
+#: so the "not enough data" box replaces them (a suspected violation still shows).
+_SAYS_NO_VIOLATION = (
+    ComplianceStatus.INSUFFICIENT_DATA,
+    ComplianceStatus.NOT_CHECKED,
+    ComplianceStatus.COMPLIANT,
+)
+
+
+def no_data(coverage_share: float) -> bool:
+    """No sensor reported at all in the period (0 % coverage)."""
+    return coverage_share <= 0
+
+
+def statement_shown(coverage_share: float, status: ComplianceStatus) -> bool:
+    """Whether the compliance statement box is shown after the "not enough data" one."""
+    return not (no_data(coverage_share) and status in _SAYS_NO_VIOLATION)
+
+
+def name_and_address(name: str, address: str) -> str:
+    """The property once: its name, and its address only when that says more."""
+    if not address or address.strip().lower() in name.strip().lower():
+        return name
+    return f"{name}, {address}"
+
+
+def resolution(a: AlertEntry) -> str:
+    """Who resolved an alert and why, and whether the condition was still there."""
+    if a.resolved_by is None:
+        return "-"
+    if a.resolved_by == "system":
+        return "condition cleared"
+    note = f": {a.resolve_note}" if a.resolve_note else ""
+    still = " (condition still detected)" if a.condition_persisted else ""
+    return f"{a.resolved_by}{note}{still}"
+
+
+#: The village table's status counts, in the order a board reads them: every site
+#: lands in exactly one, including those without enough data to say.
+_COUNTED = (
+    (ComplianceStatus.VIOLATION, "Sites not in compliance"),
+    (ComplianceStatus.SUSPECTED, "Sites with a suspected violation (not confirmed)"),
+    (ComplianceStatus.ATTENTION, "Sites that need attention"),
+    (ComplianceStatus.NOT_CHECKED, "Sites with no violation found, not fully checked"),
+    (ComplianceStatus.COMPLIANT, "Sites in compliance"),
+    (ComplianceStatus.INSUFFICIENT_DATA, "Sites without enough data to say"),
+)
+
+
+def status_counts(rows: Sequence[SiteStatusRow]) -> list[tuple[str, int]]:
+    """(label, how many sites) for every status, in reading order."""
+    return [(label, sum(1 for r in rows if r.status is status)) for status, label in _COUNTED]

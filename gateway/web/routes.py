@@ -87,7 +87,16 @@ async def home(request: Request, scope: ScopeDep) -> Response:
         return RedirectResponse(f"/console/{jurisdictions[0]}", status_code=303)
     packs = sources.packs(_services(request))
     named = [(j, packs[j].name.split(":")[0] if j in packs else j) for j in jurisdictions]
-    return render(request, "index.html", principal, sites=sites, jurisdictions=named)
+    # An admin's home says how many messages were refused (issue 20.11: where they look).
+    refused = await _services(request).state.deadletter_counts() if principal.is_admin else {}
+    return render(
+        request,
+        "index.html",
+        principal,
+        sites=sites,
+        jurisdictions=named,
+        refused=sum(refused.values()),
+    )
 
 
 @router.get("/units")
@@ -275,7 +284,11 @@ async def resolve_alert(
     staff: StaffDep,
     note: Annotated[str, Form(max_length=2000)] = "",
     back: Annotated[str, Form(max_length=500)] = "/",
+    confirm: Annotated[bool, Form()] = False,
 ) -> Response:
-    """Resolve an alert by hand, with a note (staff only)."""
-    alert = await _actions(request).resolve(alert_id, by=staff.username, note=note)
+    """Resolve an alert by hand, with a note (staff only); the form's checkbox
+    confirms that the condition is still detected (409 without it)."""
+    alert = await _actions(request).resolve(
+        alert_id, by=staff.username, admin=staff.is_admin, note=note, confirm=confirm
+    )
     return _answer(request, alert, back)

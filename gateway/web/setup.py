@@ -7,7 +7,7 @@ from fastapi.staticfiles import StaticFiles
 
 from gateway.pages import STATIC_DIR
 from gateway.problems import install_error_handlers
-from gateway.web import routes
+from gateway.web import admin, routes
 
 
 def install_web(app: FastAPI) -> None:
@@ -17,4 +17,5 @@ def install_web(app: FastAPI) -> None:
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(routes.router)
     app.include_router(routes.api)
+    app.include_router(admin.router)
     install_error_handlers(app)

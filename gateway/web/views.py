@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from alerts.models import Alert, AlertState
 from gateway.accounts.models import Principal
 from gateway.contract import NodeKind
-from gateway.domain import Citation, Finding, Reading, Severity
+from gateway.domain import Audience, Citation, Finding, Reading, Severity
 from gateway.registry import SiteConfig
 from gateway.registry.models import DischargeDestination
 from gateway.rules.catalog import CATALOG
@@ -247,7 +247,9 @@ def alert_view(
         chart_url=chart_url(site.id, alert.opened_at, now),
         can_ack=alert.state is AlertState.OPEN,
         can_assign=principal.is_staff,
-        can_resolve=principal.is_staff,
+        # Public works may resolve only what is addressed to it (issue 20.4).
+        can_resolve=principal.is_admin
+        or (principal.is_staff and Audience.PUBLIC_WORKS.value in alert.audience),
     )
 
 

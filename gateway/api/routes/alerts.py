@@ -93,6 +93,9 @@ class AlertPublic(AlertBase):
     escalated_at: datetime | None
     repeats: int
     flaps: int = Field(description="Times the finding cleared and re-opened within the window")
+    condition_persists: bool = Field(
+        False, description="Resolved by a person while the condition is still detected"
+    )
 
     @classmethod
     def of(cls, a: Alert) -> AlertPublic:
@@ -124,6 +127,7 @@ class AlertPublic(AlertBase):
             escalated_at=a.escalated_at,
             repeats=a.repeats,
             flaps=a.flaps,
+            condition_persists=a.condition_persists,
         )
 
 
@@ -209,6 +213,11 @@ class AckCreate(BaseModel):
 class ResolveCreate(AckCreate):
     """Resolve by hand: who, and a note saying why."""
 
+    confirm: bool = Field(
+        False,
+        description="The condition is still detected: resolve anyway (409 without it)",
+    )
+
 
 class AssignCreate(BaseModel):
     """Assign to someone at public works (null to unassign)."""
@@ -293,10 +302,43 @@ async def assign(
 async def resolve(
     alert_id: str, body: ResolveCreate, actions: ActionsDep, staff: StaffDep
 ) -> AlertPublic:
-    """Resolve by hand with a note; 409 if already resolved."""
+    """Resolve by hand with a note; 409 if already resolved or the condition is still
+    detected and ``confirm`` is not set; 403 for an alert not addressed to public works."""
     return AlertPublic.of(
-        await actions.resolve(alert_id, by=_actor(staff, body.by), note=body.note)
+        await actions.resolve(
+            alert_id,
+            by=_actor(staff, body.by),
+            admin=staff.is_admin,
+            note=body.note,
+            confirm=body.confirm,
+        )
     )
+
+
+class HistoryPublic(BaseModel):
+    """One step of an alert's history."""
+
+    at: datetime
+    step: str
+    actor: str | None
+    note: str | None
+    condition_persisted: bool
+
+
+@router.get("/alerts/{alert_id}/history", response_model=list[HistoryPublic])
+async def alert_history(alert_id: str, alerts: AlertsDep) -> list[HistoryPublic]:
+    """Who did what to one alert (resolver and note included), oldest first."""
+    await alerts.get(alert_id)  # NotFound -> 404
+    return [
+        HistoryPublic(
+            at=h.at,
+            step=h.entry.step.value,
+            actor=h.entry.actor,
+            note=h.entry.note,
+            condition_persisted=h.entry.condition_persisted,
+        )
+        for h in await alerts.history([alert_id])
+    ]
 
 
 @router.get("/alerts/{alert_id}/deliveries", response_model=list[DeliveryPublic])
