@@ -76,6 +76,9 @@ def test_a_demo_killed_with_sigkill_resumes_storing_when_rerun_on_its_data_dir(
 ) -> None:
     data = tmp_path / "demo"
     db = data / "sumpwatch.db"
+    # The session's own processes (Chromium, influxd, brokers of other fixtures) are
+    # not this test's to stop.
+    ours_already = {p.pid for p in psutil.Process().children(recursive=True)}
     first, _ = _start_demo(data)
     orphans: list[psutil.Process] = []
     try:
@@ -99,6 +102,9 @@ def test_a_demo_killed_with_sigkill_resumes_storing_when_rerun_on_its_data_dir(
             second.communicate(timeout=30)
     finally:
         # Whatever this test started, orphaned or not, does not outlive it.
-        for p in [*psutil.Process().children(recursive=True), *orphans]:
+        started = [
+            p for p in psutil.Process().children(recursive=True) if p.pid not in ours_already
+        ]
+        for p in [*started, *orphans]:
             with contextlib.suppress(psutil.Error):
                 p.kill()
