@@ -33,12 +33,23 @@ def test_healthy_line_gives_no_finding() -> None:
     assert feed(engine_for(site), _run(site, Faults(), hours=8)) == []
 
 
-@pytest.mark.parametrize(("pit_s", "outlet_s"), [(5, 5), (10, 10), (10, 30)])
-def test_full_diversion_is_found_within_three_pump_cycles(pit_s: int, outlet_s: int) -> None:
+@pytest.mark.parametrize(("pit_s", "outlet_s", "within"), [(5, 5, 3), (10, 10, 5), (10, 30, 20)])
+def test_full_diversion_is_found_once_outlet_samples_inside_runs_read_dry(
+    pit_s: int, outlet_s: int, within: int
+) -> None:
+    # A dry outlet counts only from samples surely inside runs: two per run at 5 s,
+    # one per 15 s run at 10 s; at 30 s the runs fall between samples most cycles.
     site = make_site(destination="grade", pit_interval_s=pit_s, outlet_interval_s=outlet_s)
     readings = _run(site, Faults(sanitary_share=1.0), outlet_offset_s=outlet_s // 2 + 1)
     (finding,) = opened(feed(engine_for(site), readings), "sanitary_discharge")
-    assert _starts(readings, finding.opened_at) <= 3
+    assert _starts(readings, finding.opened_at) <= within
+
+
+@pytest.mark.parametrize("outlet_s", [30, 60])
+def test_short_runs_between_sparse_outlet_samples_are_not_a_diversion(outlet_s: int) -> None:
+    site = make_site(destination="grade", outlet_interval_s=outlet_s)
+    readings = _run(site, Faults(), hours=12, outlet_offset_s=outlet_s // 2 + 1)
+    assert opened(feed(engine_for(site), readings), "sanitary_discharge") == []
 
 
 def test_finding_cites_the_pack_and_goes_to_public_works() -> None:
@@ -211,7 +222,7 @@ def test_diversion_from_the_first_cycle_is_caught_despite_calibration() -> None:
     sim = MiniSump(site, START, faults=Faults(sanitary_share=1.0), noise=1.0)
     readings = sim.run(3 * 3600)
     (f,) = opened(feed(engine_for(site), readings), "sanitary_discharge")
-    assert _starts(readings, f.opened_at) <= 3
+    assert _starts(readings, f.opened_at) <= 5
     assert f.evidence["diverted_share"] >= 0.9
 
 

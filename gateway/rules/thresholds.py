@@ -197,13 +197,14 @@ PRIOR_RATIO = 0.55
 #: Blocks calibrate the site's normal ratio once this many clean ones are seen.
 CALIBRATION_MIN_BLOCKS = 4
 CALIBRATION_KEEP = 25
-#: A block pools observed cycles until BLOCK_MIN_RUN_SAMPLES outlet samples fell
-#: inside their runs, or BLOCK_MAX_CYCLES: one cycle when sampling is dense.
-BLOCK_MIN_RUN_SAMPLES = 1
-#: ... and, while runs are untimed (shorter than the pit interval), until the pit
-#: saw this many runs (their run time is then an unbiased sum, not one guess).
-BLOCK_MIN_SEEN_UNTIMED = 2
-BLOCK_MAX_CYCLES = 8
+#: A block pools cycles until the count of outlet samples inside their runs (and so
+#: the block's outlet volume) is known to BLOCK_REL_ERROR, each run's count being
+#: off by up to one sample: one cycle when a run spans several samples, ~40 runs of
+#: 10 s at 30 s sampling (0 or 1 sample each), or BLOCK_MAX_CYCLES.
+BLOCK_REL_ERROR = 0.25
+BLOCK_MAX_CYCLES = 120
+#: Outlet readings below this are the meter's idle noise between runs, not water.
+IDLE_FLOW_LPM = 2.0
 #: Smallest diversion share the product must detect; the CUSUM reference is half of it.
 MIN_DIVERSION_SHARE = 0.25
 CUSUM_REFERENCE = MIN_DIVERSION_SHARE / 2

@@ -1,12 +1,16 @@
 """Sanitary-sewer discharge: the pit says water was pumped away, the outlet did not
 see all of it.
 
-Per pump cycle the water balance (``physics``): pumped = level fall to the settled
-level x pit area + inflow over the span; outlet = integral of the outlet flow over
-the run (nearest sample). A run that no outlet sample fell inside is unobserved and
-left out (never "dry"). Cycles pool into *blocks* until ``BLOCK_MIN_RUN_SAMPLES``
-outlet samples fell inside their runs (one cycle when sampling is dense), so a
-sparse outlet node still weighs the water fairly.
+Per pump cycle the pit's water balance (``physics``): pumped = level fall to the
+settled level x pit area + inflow over the span. The outlet side is pooled over a
+*block* of cycles, because a run 0-2 outlet samples fell in says next to nothing
+about its own volume: the outlet flow is integrated without gaps across cycles (a
+line that drains or refills between runs moves water between cycles, not out of
+the balance), and its flow rate while running x the pit's run time is the volume
+once flowing samples show the rate (samples that alias with short regular runs
+lower the count, never the rate). A block closes once its outlet volume is known
+(``BLOCK_REL_ERROR``, ``MIN_RATE_SAMPLES``); a block without a flowing sample is
+dry only when samples fell inside its runs, otherwise unobserved.
 
 Each site's normal outlet/pit ratio is calibrated from its own clean blocks (pit
 diameter and float marks are never exact: a healthy ratio can be 0.7 or 1.4), only
@@ -51,12 +55,11 @@ from gateway.rules.detectors.base import (
     iso,
     r1,
 )
-from gateway.rules.physics import Balance, pit_pump_lpm, pumped_litres, run_span, sure_run
+from gateway.rules.physics import Balance, pit_pump_lpm, pumped_litres, run_span
 from gateway.rules.thresholds import (
     BACKFLOW_WINDOW,
     BLOCK_MAX_CYCLES,
-    BLOCK_MIN_RUN_SAMPLES,
-    BLOCK_MIN_SEEN_UNTIMED,
+    BLOCK_REL_ERROR,
     CALIBRATION_KEEP,
     CALIBRATION_MIN_BLOCKS,
     CUSUM_H_MIN,
@@ -68,6 +71,7 @@ from gateway.rules.thresholds import (
     HEALTHY_RATIO_HIGH,
     HEALTHY_RATIO_LOW,
     HEALTHY_RATIO_LOW_UNTIMED,
+    IDLE_FLOW_LPM,
     MAX_INFLOW_SHARE,
     MIN_BAND_SHARE,
     MIN_CYCLE_VOLUME_L,
@@ -80,13 +84,15 @@ from gateway.rules.thresholds import (
 )
 
 RULE_ID = "sanitary_discharge"
-#: Sure-run outlet samples on flowing runs before the site's own lag is trusted.
-LAG_LEARN_SAMPLES = 8
-LAG_MARGIN_S = 3.0
+#: Variance of the number of outlet samples inside one run (0 or 1 extra: at most 1/4).
+RUN_COUNT_VARIANCE = 0.25
+#: A block with no flowing outlet sample is judged dry only once this many outlet
+#: samples fell inside its runs (after the line's fill time).
+MIN_SURE_DRY_SAMPLES = 3
+#: Flowing outlet samples that show the outlet's rate well enough to judge a block.
+MIN_RATE_SAMPLES = 2
 #: Judge a cycle with what we have once the pit has moved on this far.
 GIVE_UP_AFTER = timedelta(minutes=5)
-#: A streak of dry cycles this improbable for the site when healthy is a diversion.
-DRY_STREAK_P = 1e-5
 #: Scatter assumed before the site's own is measured (conservative).
 DEFAULT_SCATTER = 0.1
 
@@ -105,12 +111,14 @@ class _Block:
     balance: Balance = field(default_factory=lambda: Balance(0.0, 0.0))
     cycles: int = 0
     end: datetime | None = None
-    in_run: int = 0
     wet_flows: list[float] = field(default_factory=list)
     samples: list[float] = field(default_factory=list)
     pit_l: float = 0.0
     run_s: float = 0.0
-    seen: int = 0
+    #: Variance of the count of outlet samples inside the block's runs.
+    var: float = 0.0
+    #: Outlet samples inside the block's runs after the line's fill time.
+    sure_dry: int = 0
     outlet_l: float = 0.0
 
 
@@ -159,15 +167,8 @@ class SanitaryDischargeDetector:
         self._pending: deque[_Pending] = deque(maxlen=20)
         self._block = _Block()
         self._calib: deque[float] = deque(maxlen=CALIBRATION_KEEP)
-        #: The outlet's lag behind the pump: sure-run samples checked, latest dry one (s).
-        self._lag_checked = 0
+        #: Where the outlet's gap-free integral has reached.
         self._integrated_to: datetime | None = None
-        #: Whether a flowing outlet sample fell near each recent clean cycle, and the
-        #: current streak of cycles without one.
-        self._wet_seen: deque[bool] = deque(maxlen=40)
-        self._dry_streak = 0
-        self._dry_pit_l = 0.0
-        self._lag_dry_s = 0.0
         #: Outlet flow while running on clean blocks (the pump's normal rate out there).
         self._calib_flow: deque[float] = deque(maxlen=CALIBRATION_KEEP)
         self._up = 0.0
@@ -237,6 +238,7 @@ class SanitaryDischargeDetector:
         drained = c.low_level_cm <= pit.pump_off_cm + CYCLE_END_TOLERANCE_CM
         big = pit_l >= max(MIN_CYCLE_VOLUME_L, MIN_BAND_SHARE * state.ctx.band_l)
         if not drained or not big:
+            self._skip(c, state)
             return None  # blocked line (it never drains the pit) or float chatter
         # In a storm the pump mostly moves the inflow during its run, and that inflow
         # is only known from the fills before it: the balance says little then.
@@ -244,111 +246,87 @@ class SanitaryDischargeDetector:
             state.cycles.fill_rate_cm_s() * (settled.ts - c.before_ts).total_seconds()
         )
         if inflow_l > MAX_INFLOW_SHARE * pit_l:
+            self._skip(c, state)
             return None
-        if self._outlet_clock_finer(state):
-            return self._add_integrated(c, pit_l, state)
-        streak = self._dry_streak_block(c, pit_l, state, settled=p.fully_settled)
-        if streak is not None:
-            return self._judge(streak, state)
-        flow = self._outlet_flow_while_running(c, state, dry_counts=p.fully_settled)
-        timed = state.cycles.net_rate_cm_s() is not None
-        if flow is None and timed:
-            return None  # no outlet sample tells this run's flow: unobserved, not dry
+        return self._add_pooled(c, pit_l, state)
+
+    def _add_pooled(self, c: PumpCycle, pit_l: float, state: SiteState) -> Verdict | None:
+        """Pool the cycle into the open block; judge the block once the outlet has had
+        enough samples inside runs that its volume is known, not guessed.
+
+        The outlet is integrated without gaps from where the last cycle's integral
+        stopped to this run's end plus the line's lag: water a long line drains out
+        after a run (or a refill before it) shifts between cycles but stays in the
+        block, so only water that truly went elsewhere shows as a deficit. One run
+        seen by 0-2 sparse outlet samples says next to nothing; the block's error
+        shrinks with the samples that fell in its runs.
+        """
+        lag = self._line_lag(state) + self._outlet_wait
+        end = c.end_ts + lag
         b = self._block
-        b.run_s += self._run_seconds(c, state, timed)
-        b.seen += c.seen
-        if flow is not None:
-            b.samples += flow
-            b.in_run += len(flow)
+        b.outlet_l += self._outlet_litres(state, self._integrated_to or c.before_ts, end)
+        self._integrated_to = end
+        window = state.outlet.between(c.before_ts, end)
+        b.samples += [o.flow_lpm for o in window]
         b.wet_flows = [x for x in b.samples if x >= FLOW_PRESENT_LPM]
+        run_s = self._run_seconds(c, state, state.cycles.net_rate_cm_s() is not None)
+        b.run_s += run_s
+        # Only outlet samples inside a run (after the line's fill time) can show a dry
+        # outlet: short regular runs can fall between samples cycle after cycle (the
+        # pump's period locks to the node's), and a missing flow says nothing then.
+        run_start, run_end = run_span(c, state)
+        b.sure_dry += len(state.outlet.between(run_start + self._line_lag(state), run_end))
+        # How many outlet samples fall inside a run is floor or ceil of its length in
+        # intervals (phase random), and that length is itself only estimated from
+        # the pit: each run's count is taken as uncertain by the worst case, 1/4.
+        b.var += RUN_COUNT_VARIANCE
         b.pit_l += pit_l
         b.cycles += 1
         b.end = c.end_ts
-        enough = b.in_run >= BLOCK_MIN_RUN_SAMPLES and (timed or b.seen >= BLOCK_MIN_SEEN_UNTIMED)
-        if not enough and b.cycles < BLOCK_MAX_CYCLES:
+        expected = b.run_s / max(state.outlet.interval_s, 1.0)
+        counted = expected >= 1.0 and b.var**0.5 <= BLOCK_REL_ERROR * expected
+        # Known: the outlet's rate seen by enough flowing samples, or enough samples
+        # inside runs all dry, or the count of in-run samples known to BLOCK_REL_ERROR.
+        dry = not b.wet_flows and b.sure_dry >= MIN_SURE_DRY_SAMPLES
+        known = dry or len(b.wet_flows) >= MIN_RATE_SAMPLES or (counted and bool(b.wet_flows))
+        if not known and b.cycles < BLOCK_MAX_CYCLES:
             return None
         self._block = _Block()
-        if b.in_run == 0 or b.run_s <= 0:
-            return None  # the outlet or the pit never saw these runs: says nothing
-        lpm = _median(b.wet_flows) if b.wet_flows else sum(b.samples) / len(b.samples)
-        b.balance = Balance(b.pit_l, lpm * b.run_s / 60.0)
+        if b.run_s <= 0 or not b.samples:
+            return None  # no run timed or no outlet sample: says nothing
+        if not b.wet_flows and b.sure_dry < MIN_SURE_DRY_SAMPLES:
+            return None  # no flowing sample, and too few inside runs: unobserved
+        # The outlet's flow rate while running x the pit's run time once enough flowing
+        # samples show the rate: a tee or hose lowers the rate, while sampling that
+        # aliases with short runs (or a line that drains and refills) only moves
+        # volume between samples. With fewer, the counted volume, or the rate-based
+        # one where larger (aliasing can hide samples, never add water).
+        by_rate = _median(b.wet_flows) * b.run_s / 60.0 if b.wet_flows else 0.0
+        rate_known = len(b.wet_flows) >= MIN_RATE_SAMPLES
+        b.balance = Balance(b.pit_l, by_rate if rate_known else max(b.outlet_l, by_rate))
         return self._judge(b, state)
 
-    def _dry_streak_block(
-        self, c: PumpCycle, pit_l: float, state: SiteState, *, settled: bool
-    ) -> _Block | None:
-        """A run of cycles with no flowing outlet sample near any of them, improbable
-        for this site when healthy, is a full diversion.
-
-        A sparse outlet node catches a healthy run flowing only now and then: the
-        share of cycles it does (learned while no finding is open, smoothed) says how
-        unlikely a streak of dry cycles is. At ``DRY_STREAK_P`` the streak counts as
-        one block that sent nothing to the outlet. A cycle whose pump restarted
-        before the pit settled does not count (it may only have refilled a line
-        that emptied back through a failed check valve).
-        """
-        window = state.outlet.between(c.before_ts, c.end_ts + self._line_lag(state))
-        if not window:
-            return None
-        if any(o.flow_lpm >= FLOW_PRESENT_LPM for o in window):
-            if not self.active:
-                # A streak that ended in flow was the healthy odds: learn from it.
-                self._wet_seen.extend([False] * self._dry_streak + [True])
-            self._dry_streak, self._dry_pit_l = 0, 0.0
-            return None
-        if not settled:
-            return None  # restarted before riser water fell back: maybe only a refill
-        self._dry_streak += 1
-        self._dry_pit_l += pit_l
-        if len(self._wet_seen) < CALIBRATION_MIN_BLOCKS * 2:
-            return None
-        p_wet = (sum(self._wet_seen) + 1) / (len(self._wet_seen) + 2)
-        if (1.0 - p_wet) ** self._dry_streak > DRY_STREAK_P:
-            return None
-        b = _Block(balance=Balance(self._dry_pit_l, 0.0), cycles=self._dry_streak, end=c.end_ts)
-        self._dry_streak, self._dry_pit_l = 0, 0.0
-        self._block = _Block()
-        return b
+    def _skip(self, c: PumpCycle, state: SiteState) -> None:
+        """A cycle not judged: the outlet up to its start (the last judged run's tail)
+        still belongs to the open block; its own water is left out."""
+        if self._integrated_to is not None and c.before_ts > self._integrated_to:
+            self._block.outlet_l += self._outlet_litres(state, self._integrated_to, c.before_ts)
+        self._integrated_to = c.end_ts + self._line_lag(state) + self._outlet_wait
 
     @staticmethod
-    def _outlet_clock_finer(state: SiteState) -> bool:
-        """The outlet samples at least twice as often as the pit: it times the runs
-        better than the pit can."""
-        from gateway.contract import NodeKind
-
-        pit_node = state.ctx.site.node_of_kind(NodeKind.PIT)
-        return pit_node is not None and 2 * state.outlet.interval_s <= pit_node.interval_s
-
-    def _add_integrated(self, c: PumpCycle, pit_l: float, state: SiteState) -> Verdict | None:
-        """Outlet volume integrated sample-and-hold over the span around the run: each
-        sample's flow held back to the previous sample (capped at the node's
-        interval). With the sampling phase random this is unbiased however short the
-        run; a run with no outlet sample near it is unobserved."""
-        lag = self._line_lag(state) + self._outlet_wait
-        window = state.outlet.between(c.before_ts, c.end_ts + lag)
-        if not window:
-            return None
-        start = max(c.before_ts, self._integrated_to or c.before_ts)
+    def _outlet_litres(state: SiteState, start: datetime, end: datetime) -> float:
+        """Outlet volume over ``[start, end]``, each sample's flow held back to the
+        previous sample (capped at 1.5 intervals: a dropped sample is not a long
+        flow). With the sampling phase random this is unbiased however short the runs.
+        Readings below ``IDLE_FLOW_LPM`` are the meter's idle noise, not water."""
         cap = state.outlet.interval_s * 1.5
         litres, prev = 0.0, None
-        for o in state.outlet.between(start - timedelta(seconds=cap), c.end_ts + lag):
-            if prev is not None and o.ts > start:
+        for o in state.outlet.between(start - timedelta(seconds=cap), end):
+            if prev is not None and o.ts > start and o.flow_lpm >= IDLE_FLOW_LPM:
                 held = min((o.ts - max(prev.ts, start)).total_seconds(), cap)
                 litres += o.flow_lpm * max(held, 0.0) / 60.0
             prev = o
-        self._integrated_to = c.end_ts + lag
-        b = self._block
-        b.pit_l += pit_l
-        b.run_s += 1.0
-        b.in_run += len(window)
-        b.samples += [o.flow_lpm for o in window]
-        b.wet_flows = [x for x in b.samples if x >= FLOW_PRESENT_LPM]
-        b.outlet_l += litres
-        b.cycles += 1
-        b.end = c.end_ts
-        self._block = _Block()
-        b.balance = Balance(b.pit_l, b.outlet_l)
-        return self._judge(b, state)
+        return litres
 
     @staticmethod
     def _run_seconds(c: PumpCycle, state: SiteState, timed: bool) -> float:
@@ -362,51 +340,13 @@ class SanitaryDischargeDetector:
             return (end - start).total_seconds()
         return 0.0
 
-    def _outlet_flow_while_running(
-        self, c: PumpCycle, state: SiteState, *, dry_counts: bool
-    ) -> list[float] | None:
-        """The outlet's flow while this run pumped, and the samples that show it.
-
-        Water reaches the outlet once the line has filled, so the outlet runs late
-        by up to the line's volume / the pump's flow. Flowing samples from the run's
-        estimated start to its end plus that lag show the flow (median: the line's
-        fill and drain give partial readings). Without any, dry samples surely
-        inside the run (``physics.sure_run``) after the lag show "no flow" (only
-        once the pit has settled: see ``dry_counts``); with neither, the outlet did
-        not observe this run.
-        """
-        start, end = run_span(c, state)
-        lag = self._line_lag(state)
-        window = state.outlet.between(start, end + lag)
-        wet = [o.flow_lpm for o in window if o.flow_lpm >= FLOW_PRESENT_LPM]
-        sure = sure_run(c, state)
-        if wet:
-            if sure is not None:
-                self._learn_lag(sure, state)
-            return wet
-        if not dry_counts or sure is None or sure[0] + lag > sure[1]:
-            # A pump restarted before riser water fell back may have only refilled
-            # an emptied line: a dry outlet then says nothing about a diversion.
-            return None
-        dry = [o.flow_lpm for o in state.outlet.between(sure[0] + lag, sure[1])]
-        return dry or None
-
     def _line_lag(self, state: SiteState) -> timedelta:
-        """How late the outlet may flow after the pump starts: the line's fill time
-        (its whole volume at the pump's flow) until clean runs have shown the site's
-        own, shorter lag (a good check valve keeps the riser full)."""
-        if self._lag_checked >= LAG_LEARN_SAMPLES:
-            return timedelta(seconds=self._lag_dry_s + LAG_MARGIN_S)
+        """How late the outlet may flow after the pump stops: the line's fill time (its
+        whole volume at the pump's flow). Only where a cycle's integral ends: the
+        integral runs on without gaps, so a longer lag moves water between cycles,
+        never out of the balance."""
         pump_lpm = max(MIN_PUMP_FLOW_LPM, pit_pump_lpm(state) or self._normal_flow() or 0.0)
         return timedelta(minutes=state.ctx.line_volume_l / pump_lpm)
-
-    def _learn_lag(self, sure: tuple[datetime, datetime], state: SiteState) -> None:
-        """On a run the outlet saw flowing: its samples surely inside the run that were
-        still dry show the outlet's lag behind the pump."""
-        for o in state.outlet.between(*sure):
-            self._lag_checked += 1
-            if o.flow_lpm < FLOW_PRESENT_LPM:
-                self._lag_dry_s = max(self._lag_dry_s, (o.ts - sure[0]).total_seconds())
 
     def _normal_flow(self) -> float | None:
         return _median(list(self._calib_flow)) if self._calib_flow else None
