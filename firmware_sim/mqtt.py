@@ -252,11 +252,17 @@ def publish_simulation(
     connect_timeout_s: float = 30.0,
     on_message: Callable[[str, bytes], None] | None = None,
     stop: threading.Event | None = None,
+    lead_s: float = 0.0,
+    due_at: float | None = None,
 ) -> PublishStats:
     """Publish a simulation's messages, pacing simulated time at ``speed`` x real time.
 
     ``speed <= 0`` publishes as fast as the broker takes it. ``on_message`` sees
-    every publication (the CLI uses it to also write ``--out``).
+    every publication (the CLI uses it to also write ``--out``). The first
+    ``lead_s`` simulated seconds (a backfill of history that ends now) go out at
+    once; pacing starts after them, at ``due_at`` (a ``time.time()``; default: once
+    connected). A run that starts "now" passes the time it read as now, so that
+    connecting and building the fleet do not leave device time behind real time.
     """
     tag = f"{random.getrandbits(32):08x}"
     boot_field = b'"boot":"'
@@ -283,6 +289,7 @@ def publish_simulation(
                 other.client.loop_stop()
             raise BrokerError(f"cannot connect to MQTT broker {opts.host}:{opts.port}")
     wall0 = time.monotonic()
+    paced_from = wall0 if due_at is None else wall0 - (time.time() - due_at)
     published = 0
     pending: list[tuple[NodeClient, mqtt.MQTTMessageInfo]] = []
     try:
@@ -290,7 +297,7 @@ def publish_simulation(
             if stop is not None and stop.is_set():
                 break
             if speed > 0:
-                delay = wall0 + msg.t_s / speed - time.monotonic()
+                delay = paced_from + (msg.t_s - lead_s) / speed - time.monotonic()
                 if delay > 0:
                     if stop is None:
                         time.sleep(delay)

@@ -123,6 +123,12 @@ def demo(
         bool, typer.Option(help="Use the embedded amqtt broker even if Mosquitto is installed")
     ] = False,
     verbose: bool = False,
+    scenario: Annotated[
+        str, typer.Option(help="Simulator scenario the homes follow (see simulate --list)")
+    ] = "demo_story",
+    backfill: Annotated[
+        str, typer.Option(help="History published at start, up to now (0 for none)")
+    ] = "6h",
 ) -> None:
     """Broker + simulated homes + gateway + dashboard, in one command. Ctrl-C stops all."""
     from gateway.accounts.secret import ensure_key_file
@@ -159,6 +165,9 @@ def demo(
             broker.host,
             "--port",
             str(broker.port),
+            "--scenario",
+            scenario,
+            *(["--backfill", backfill] if backfill not in ("", "0") else []),
         ],
         stdin=subprocess.DEVNULL,
     )
