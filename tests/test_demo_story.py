@@ -72,7 +72,7 @@ def test_a_backfill_replayed_at_once_then_paced_at_real_time_never_runs_ahead() 
 
 
 def test_a_fault_template_left_without_a_site_is_reported_as_dropped() -> None:
-    model = load_scenario("demo_story")
+    model = load_scenario("demo_story")  # by name, from scenarios/demo/
     specs = registry_homes(load_registry(EXAMPLE_SITES), model)
     assert dropped_faults(model, specs) == []
     warnings = dropped_faults(model, specs[:2])  # --homes 2: the dead pump has no home
