@@ -253,7 +253,9 @@ def _scenario(
     live = out is None
     if pacing.backfill is not None and (not live or start):
         raise typer.BadParameter("--backfill is for live runs that start now (no --out, --start)")
-    now = datetime.now(UTC)
+    # On the minute: the engine renders device times from the start's minute (its
+    # seconds would be dropped, putting device time up to a minute behind the clock).
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
     when = parse_start(start) if start else (now - pacing.lead if live else None)
     if duration:
         span: timedelta | None = parse_duration(duration)
