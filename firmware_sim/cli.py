@@ -65,6 +65,7 @@ class Pacing:
     speed: float
     backfill: timedelta | None
     clock_limit_s: float
+    since: datetime | None = None
 
     @property
     def lead(self) -> timedelta:
@@ -73,6 +74,12 @@ class Pacing:
 
     def describe(self) -> str:
         return f" after {self.lead} of history" if self.backfill else ""
+
+    def skip_before_s(self, start: datetime | None) -> float:
+        """Simulated seconds of history not to send (already stored by an earlier run)."""
+        if self.since is None or start is None:
+            return 0.0
+        return (self.since - start).total_seconds()
 
     def ahead_s(self, start: datetime, now: datetime, span: timedelta) -> float:
         """How far the last device time runs ahead of the wall clock when it is sent.
@@ -177,6 +184,10 @@ def simulate(
             help="Live: start this far in the past (6h, 2d) and publish that history first"
         ),
     ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Live backfill: send no history before this RFC 3339 time"),
+    ] = None,
     clock_limit: Annotated[
         float,
         typer.Option(help="Live: seconds device time may run ahead of real time (the gateway's)"),
@@ -208,7 +219,12 @@ def simulate(
         if rate is not None:
             _load(opts, homes or 1000, rate, duration, processes, sites_out)
             return
-        pacing = Pacing(speed, parse_duration(backfill) if backfill else None, clock_limit)
+        pacing = Pacing(
+            speed,
+            parse_duration(backfill) if backfill else None,
+            clock_limit,
+            parse_start(since) if since else None,
+        )
         _scenario(
             scenario, homes, seed, start, duration, pacing, out, labels, sites, sites_out, opts
         )
@@ -288,6 +304,7 @@ def _scenario(
                 stop=stop,
                 lead_s=pacing.lead.total_seconds(),
                 due_at=None if start else now.timestamp(),
+                skip_before_s=pacing.skip_before_s(when),
             )
         finally:
             signal.signal(signal.SIGINT, previous)

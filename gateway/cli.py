@@ -168,6 +168,7 @@ def demo(
             "--scenario",
             scenario,
             *(["--backfill", backfill] if backfill not in ("", "0") else []),
+            *_resume_after(data_dir),
         ],
         stdin=subprocess.DEVNULL,
     )
@@ -212,6 +213,26 @@ def demo(
             broker.stop()
             forget_children(data_dir)
             console.print("demo stopped")
+
+
+def _resume_after(data_dir: Path) -> list[str]:
+    """``--since`` the newest stored reading: a rerun on a data dir replays the
+    story's schedule but does not write a second history over the one it holds."""
+    import contextlib
+    import sqlite3
+    from datetime import UTC, datetime
+
+    db = data_dir / "sumpwatch.db"
+    if not db.exists():
+        return []
+    try:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            newest = conn.execute("SELECT MAX(ts) FROM readings").fetchone()[0]
+    except sqlite3.Error:
+        return []
+    if newest is None:
+        return []
+    return ["--since", datetime.fromtimestamp(float(newest), UTC).isoformat()]
 
 
 @app.command()

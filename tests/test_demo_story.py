@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -150,3 +151,49 @@ def test_the_demo_backfills_history_and_three_homes_go_wrong_within_three_minute
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
+
+
+def _count_until(db: Path, until: float) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(
+            conn.execute("SELECT COUNT(*) FROM readings WHERE ts <= ?", (until,)).fetchone()[0]
+        )
+
+
+def _run_demo_until(data: Path, done: Callable[[Path], bool], timeout: float = 180) -> None:
+    db = data / "sumpwatch.db"
+    port = str(free_port())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "demo", "--port", port, "--data-dir", str(data)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while not (db.exists() and done(db)):
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline, "the demo did not get there in time"
+            time.sleep(2)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_demo_rerun_on_its_data_dir_does_not_write_a_second_history(tmp_path: Path) -> None:
+    data = tmp_path / "demo"
+    db = data / "sumpwatch.db"
+    _run_demo_until(data, lambda db: _story_told(_findings(db)))
+    with sqlite3.connect(db) as conn:  # the first demo has stopped: this is all it stored
+        first_newest = float(conn.execute("SELECT MAX(ts) FROM readings").fetchone()[0])
+    held = _count_until(db, first_newest)
+    # Wait for the rerun's live readings (not a moment of start-up: the demo is signalled
+    # only once it stores).
+    _run_demo_until(data, lambda db: _count_until(db, time.time() + 60) > held + 50)
+    assert _count_until(db, first_newest) == held
