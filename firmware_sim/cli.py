@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import signal
 import threading
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from firmware_sim.engine import HomeSpec
 from firmware_sim.offline import (
     build_simulation,
     jsonl_line,
@@ -22,8 +24,9 @@ from firmware_sim.offline import (
     registry_homes,
     sites_toml,
 )
-from firmware_sim.scenario import load_scenario
+from firmware_sim.scenario import ScenarioModel, load_scenario
 from gateway import durations
+from gateway.contract import DEFAULT_MAX_FUTURE_SKEW_S
 from gateway.errors import SumpWatchError
 from gateway.registry.models import load_registry
 
@@ -49,6 +52,87 @@ def parse_start(text: str) -> datetime:
     except ValueError as exc:
         raise typer.BadParameter(f"not a date or RFC 3339 time: {text!r}") from exc
     return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+#: The gateway's default ``max_future_skew_s``: newer device times are dead-lettered.
+DEFAULT_CLOCK_LIMIT_S = DEFAULT_MAX_FUTURE_SKEW_S
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """How a live run paces its device time against the wall clock."""
+
+    speed: float
+    backfill: timedelta | None
+    clock_limit_s: float
+    since: datetime | None = None
+
+    @property
+    def lead(self) -> timedelta:
+        """History published at once before pacing starts."""
+        return self.backfill or timedelta(0)
+
+    def describe(self) -> str:
+        return f" after {self.lead} of history" if self.backfill else ""
+
+    def skip_before_s(self, start: datetime | None) -> float:
+        """Simulated seconds of history not to send (already stored by an earlier run)."""
+        if self.since is None or start is None:
+            return 0.0
+        return (self.since - start).total_seconds()
+
+    def ahead_s(self, start: datetime, now: datetime, span: timedelta) -> float:
+        """How far the last device time runs ahead of the wall clock when it is sent.
+
+        Device time is ``start + t``; message ``t`` leaves at ``now + (t - lead) / speed``
+        (at once while ``t < lead``), so the gap grows by ``1 - 1/speed`` per simulated
+        second after the lead; an open-ended run faster than real time grows it forever.
+        """
+        offset = (start - now).total_seconds()
+        lead = self.lead.total_seconds()
+        if span == timedelta.max:
+            if self.speed <= 0 or self.speed > 1:
+                return float("inf")
+            return offset + lead
+        seconds = span.total_seconds()
+        paced = max(0.0, seconds - lead)
+        sent_after = 0.0 if self.speed <= 0 else paced / self.speed
+        return offset + seconds - sent_after
+
+    def check(self, start: datetime, now: datetime, span: timedelta) -> None:
+        """Refuse a live run whose device time would pass the gateway's clock limit:
+        the gateway dead-letters such messages as ``clock_ahead`` while the broker
+        acknowledges them, so the run would look published and store nothing."""
+        ahead = self.ahead_s(start, now, span)
+        if ahead > self.clock_limit_s:
+            how = "ever further" if ahead == float("inf") else f"{ahead:.0f} s"
+            raise typer.BadParameter(
+                f"--speed {self.speed:g} would run device time {how} ahead of real time, "
+                f"past the gateway's {self.clock_limit_s:.0f} s limit (its messages would be "
+                "dead-lettered as clock_ahead). Live, use --speed 1 or less, or bound the run "
+                "with --duration and an earlier --start; for faster runs use --out."
+            )
+
+
+def dropped_faults(model: ScenarioModel, specs: list[HomeSpec] | None) -> list[str]:
+    """Template faults that will never run: the template got no site (too few
+    sites or --homes), or the fault names a node its site does not have."""
+    if specs is None:
+        return []
+    used = {spec.model.fault for spec in specs}
+    warnings = [
+        f"template {t.id!r} got no site, its faults {[f.kind for f in t.fault]} are dropped"
+        for t in model.home
+        if t.fault and t.fault not in used
+    ]
+    for spec in specs:
+        names = {n.node_id for n in spec.nodes} | {n.kind.value for n in spec.nodes}
+        warnings += [
+            f"site {spec.site_id!r} has no node {f.node!r}: its {f.kind} fault is dropped"
+            for f in spec.model.fault
+            if f.node is not None and f.node not in names
+        ]
+    return warnings
 
 
 def simulate(
@@ -94,6 +178,20 @@ def simulate(
     ] = None,
     processes: Annotated[int, typer.Option(help="Load mode: publishing processes")] = 2,
     list_: Annotated[bool, typer.Option("--list", help="List the scenarios and exit")] = False,
+    backfill: Annotated[
+        str | None,
+        typer.Option(
+            help="Live: start this far in the past (6h, 2d) and publish that history first"
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Live backfill: send no history before this RFC 3339 time"),
+    ] = None,
+    clock_limit: Annotated[
+        float,
+        typer.Option(help="Live: seconds device time may run ahead of real time (the gateway's)"),
+    ] = DEFAULT_CLOCK_LIMIT_S,
 ) -> None:
     """Simulate sump pits, pumps and discharge lines and publish their telemetry.
 
@@ -121,8 +219,14 @@ def simulate(
         if rate is not None:
             _load(opts, homes or 1000, rate, duration, processes, sites_out)
             return
+        pacing = Pacing(
+            speed,
+            parse_duration(backfill) if backfill else None,
+            clock_limit,
+            parse_start(since) if since else None,
+        )
         _scenario(
-            scenario, homes, seed, start, duration, speed, out, labels, sites, sites_out, opts
+            scenario, homes, seed, start, duration, pacing, out, labels, sites, sites_out, opts
         )
     except SumpWatchError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -151,7 +255,7 @@ def _scenario(
     seed: int,
     start: str | None,
     duration: str | None,
-    speed: float,
+    pacing: Pacing,
     out: Path | None,
     labels: Path | None,
     sites: Path | None,
@@ -163,11 +267,21 @@ def _scenario(
     if specs is not None and homes is not None:
         specs = specs[:homes]  # the first N sites of the registry
     live = out is None
-    when = parse_start(start) if start else (datetime.now(UTC) if live else None)
+    if pacing.backfill is not None and (not live or start):
+        raise typer.BadParameter("--backfill is for live runs that start now (no --out, --start)")
+    # On the minute: the engine renders device times from the start's minute (its
+    # seconds would be dropped, putting device time up to a minute behind the clock).
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    when = parse_start(start) if start else (now - pacing.lead if live else None)
     if duration:
         span: timedelta | None = parse_duration(duration)
     else:
         span = timedelta.max if live else None
+    if live:
+        assert when is not None and span is not None
+        pacing.check(when, now, span)
+    for warning in dropped_faults(model, specs):
+        typer.echo(f"warning: {warning}", err=True)
     sim = build_simulation(
         model, homes=homes, seed=seed, start=when, duration=span, home_specs=specs
     )
@@ -181,9 +295,17 @@ def _scenario(
         try:
             typer.echo(
                 f"publishing {model.name}: {len(sim.homes)} homes to {opts.host}:{opts.port} "
-                f"at {speed}x (Ctrl-C to stop)"
+                f"at {pacing.speed}x{pacing.describe()} (Ctrl-C to stop)"
             )
-            stats = publish_simulation(sim, opts, speed=speed, stop=stop)
+            stats = publish_simulation(
+                sim,
+                opts,
+                speed=pacing.speed,
+                stop=stop,
+                lead_s=pacing.lead.total_seconds(),
+                due_at=None if start else now.timestamp(),
+                skip_before_s=pacing.skip_before_s(when),
+            )
         finally:
             signal.signal(signal.SIGINT, previous)
         typer.echo(

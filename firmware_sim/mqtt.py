@@ -21,7 +21,7 @@ import ssl
 import threading
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +32,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.reasoncodes import ReasonCode
 
-from firmware_sim.engine import Simulation
+from firmware_sim.engine import Message, Simulation
 from gateway.contract import STATUS_OFFLINE, STATUS_ONLINE, status_topic, telemetry_topic
 from gateway.errors import BrokerError, ConfigError
 
@@ -235,6 +235,12 @@ def _acked(info: mqtt.MQTTMessageInfo) -> bool:
         return False
 
 
+def _from(sim: Simulation, skip_before_s: float) -> Iterator[Message]:
+    """The simulation's messages, without telemetry up to ``skip_before_s`` (status
+    changes are kept: they drive the nodes' connections)."""
+    return (m for m in sim.messages() if m.retain or m.t_s > skip_before_s)
+
+
 @dataclass(frozen=True)
 class PublishStats:
     """What a live run did."""
@@ -252,11 +258,20 @@ def publish_simulation(
     connect_timeout_s: float = 30.0,
     on_message: Callable[[str, bytes], None] | None = None,
     stop: threading.Event | None = None,
+    lead_s: float = 0.0,
+    due_at: float | None = None,
+    skip_before_s: float = 0.0,
 ) -> PublishStats:
     """Publish a simulation's messages, pacing simulated time at ``speed`` x real time.
 
     ``speed <= 0`` publishes as fast as the broker takes it. ``on_message`` sees
-    every publication (the CLI uses it to also write ``--out``).
+    every publication (the CLI uses it to also write ``--out``). The first
+    ``lead_s`` simulated seconds (a backfill of history that ends now) go out at
+    once; pacing starts after them, at ``due_at`` (a ``time.time()``; default: once
+    connected). A run that starts "now" passes the time it read as now, so that
+    connecting and building the fleet do not leave device time behind real time.
+    Telemetry up to ``skip_before_s`` is simulated but not sent (history the
+    gateway already holds from an earlier run).
     """
     tag = f"{random.getrandbits(32):08x}"
     boot_field = b'"boot":"'
@@ -283,14 +298,15 @@ def publish_simulation(
                 other.client.loop_stop()
             raise BrokerError(f"cannot connect to MQTT broker {opts.host}:{opts.port}")
     wall0 = time.monotonic()
+    paced_from = wall0 if due_at is None else wall0 - (time.time() - due_at)
     published = 0
     pending: list[tuple[NodeClient, mqtt.MQTTMessageInfo]] = []
     try:
-        for msg in sim.messages():
+        for msg in _from(sim, skip_before_s):
             if stop is not None and stop.is_set():
                 break
             if speed > 0:
-                delay = wall0 + msg.t_s / speed - time.monotonic()
+                delay = paced_from + (msg.t_s - lead_s) / speed - time.monotonic()
                 if delay > 0:
                     if stop is None:
                         time.sleep(delay)

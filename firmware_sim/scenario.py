@@ -19,6 +19,9 @@ from gateway.contract import ID_PATTERN
 from gateway.errors import ConfigError
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+#: Scenarios for the demo's registry (``sumpwatch demo``): loadable by name, but not
+#: in the scored suite, whose homes carry their installation in the template.
+DEMO_DIR = SCENARIO_DIR / "demo"
 
 _CFG = ConfigDict(extra="forbid", frozen=True)
 
@@ -274,6 +277,8 @@ def load_scenario(name_or_path: str | Path) -> ScenarioModel:
     path = Path(name_or_path)
     if path.suffix != ".toml":
         path = SCENARIO_DIR / f"{name_or_path}.toml"
+        if not path.exists() and (DEMO_DIR / path.name).exists():
+            path = DEMO_DIR / path.name
     try:
         data = tomllib.loads(path.read_text())
     except OSError as exc:

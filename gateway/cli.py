@@ -123,6 +123,12 @@ def demo(
         bool, typer.Option(help="Use the embedded amqtt broker even if Mosquitto is installed")
     ] = False,
     verbose: bool = False,
+    scenario: Annotated[
+        str, typer.Option(help="Simulator scenario the homes follow (see simulate --list)")
+    ] = "demo_story",
+    backfill: Annotated[
+        str, typer.Option(help="History published at start, up to now (0 for none)")
+    ] = "6h",
 ) -> None:
     """Broker + simulated homes + gateway + dashboard, in one command. Ctrl-C stops all."""
     from gateway.accounts.secret import ensure_key_file
@@ -159,6 +165,10 @@ def demo(
             broker.host,
             "--port",
             str(broker.port),
+            "--scenario",
+            scenario,
+            *(["--backfill", backfill] if backfill not in ("", "0") else []),
+            *_resume_after(data_dir),
         ],
         stdin=subprocess.DEVNULL,
     )
@@ -203,6 +213,26 @@ def demo(
             broker.stop()
             forget_children(data_dir)
             console.print("demo stopped")
+
+
+def _resume_after(data_dir: Path) -> list[str]:
+    """``--since`` the newest stored reading: a rerun on a data dir replays the
+    story's schedule but does not write a second history over the one it holds."""
+    import contextlib
+    import sqlite3
+    from datetime import UTC, datetime
+
+    db = data_dir / "sumpwatch.db"
+    if not db.exists():
+        return []
+    try:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            newest = conn.execute("SELECT MAX(ts) FROM readings").fetchone()[0]
+    except sqlite3.Error:
+        return []
+    if newest is None:
+        return []
+    return ["--since", datetime.fromtimestamp(float(newest), UTC).isoformat()]
 
 
 @app.command()

@@ -26,6 +26,9 @@ ID_PATTERN = ID_RE.pattern
 BOOT_PATTERN = r"^[a-z0-9]{1,32}$"
 #: Larger payloads are rejected before parsing; a real node sends ~250 bytes.
 MAX_PAYLOAD_BYTES = 4096
+#: A device time further ahead of the gateway's clock than this is refused as
+#: ``clock_ahead`` (the default of the gateway's ``max_future_skew_s``).
+DEFAULT_MAX_FUTURE_SKEW_S = 300.0
 
 TELEMETRY_TOPIC = TOPIC_ROOT + "/{site_id}/{node_id}/telemetry"
 STATUS_TOPIC = TOPIC_ROOT + "/{site_id}/{node_id}/status"

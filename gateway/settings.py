@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from gateway.contract import DEFAULT_MAX_FUTURE_SKEW_S
 from gateway.errors import ConfigError
 from gateway.examples import EXAMPLE_SITES
 
@@ -83,7 +84,9 @@ class Settings(BaseSettings):
     rollup_interval_s: float = Field(60.0, gt=0, description="How often rollups are refreshed")
 
     # Validation
-    max_future_skew_s: float = Field(300, description="Device clock may run this far ahead")
+    max_future_skew_s: float = Field(
+        DEFAULT_MAX_FUTURE_SKEW_S, description="Device clock may run this far ahead"
+    )
     max_age_s: float = Field(90 * 86400, description="Older device timestamps are refused")
     open_enrolment: bool = Field(
         False,
