@@ -255,9 +255,11 @@ def _finding_sinks(
     return sinks
 
 
-def _not_evaluated_recorder(findings: FindingRepository) -> Callable[[NotEvaluated], None]:
-    """Store each late reading's span off the ingest path (the engine is synchronous).
-    Writes go to the database's one writer thread in the order they are started."""
+def _not_evaluated_recorder(
+    findings: FindingRepository, metrics: Metrics
+) -> Callable[[NotEvaluated], None]:
+    """Count each late reading and store its span off the ingest path (the engine is
+    synchronous). Writes go to the database's one writer thread in the order started."""
     pending: set[asyncio.Task[None]] = set()
 
     async def write(span: NotEvaluated) -> None:
@@ -267,6 +269,7 @@ def _not_evaluated_recorder(findings: FindingRepository) -> Callable[[NotEvaluat
             log.exception("could not record not-evaluated span %s", span.id)
 
     def record(span: NotEvaluated) -> None:
+        metrics.not_evaluated += 1
         task = asyncio.get_running_loop().create_task(write(span))
         pending.add(task)  # keep a reference until done (asyncio holds tasks weakly)
         task.add_done_callback(pending.discard)
@@ -327,7 +330,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             _own_sites(settings, registry),
             packs,
             silence_factor=settings.silence_factor,
-            on_not_evaluated=_not_evaluated_recorder(findings),
+            on_not_evaluated=_not_evaluated_recorder(findings, metrics),
         )
         # Continue what was open before a restart instead of raising it again.
         engine.restore(await findings.open_findings())

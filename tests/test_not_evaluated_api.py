@@ -62,3 +62,5 @@ def test_reading_behind_its_nodes_newest_is_served_as_not_evaluated(
     readings = client.get("/sites/elm-12/readings", params={"node": "pit"}).json()
     assert readings["count"] == 7
     assert client.get("/sites/oak-3/not-evaluated").json() == []
+    metrics = client.get("/metrics").text
+    assert "sumpwatch_readings_not_evaluated_total 4.0" in metrics  # the redelivery is not
