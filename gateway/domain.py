@@ -180,3 +180,20 @@ class ConfirmationSource(Protocol):
     def confirmations(self, site_id: str, start: datetime, end: datetime) -> list[Confirmation]:
         """Records for one site with ``start <= observed_at < end``, oldest first."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class NotEvaluated:
+    """A span of one node's readings that arrived behind that node's newest.
+
+    Stored and charted, but never judged: the detectors hold state in device-time
+    order and cannot be rewound. ``id`` names the span so its record is updated in
+    place while more late readings extend it; ``count`` is how many readings it holds.
+    """
+
+    id: str
+    site_id: str
+    node_id: str
+    start: datetime
+    end: datetime
+    count: int

@@ -23,6 +23,8 @@ class Metrics(Collector):
         self.received = 0
         self.stored = 0
         self.duplicates = 0
+        #: Late readings (behind their node's newest) stored but not judged.
+        self.not_evaluated = 0
         self.status_messages = 0
         self.findings_events = 0
         self.rejected: Counter[str] = Counter()
@@ -62,6 +64,11 @@ class Metrics(Collector):
             "sumpwatch_readings_duplicate",
             "Readings already stored (QoS 1 redeliveries)",
             value=self.duplicates,
+        )
+        yield CounterMetricFamily(
+            "sumpwatch_readings_not_evaluated",
+            "Readings that arrived behind their node's newest: stored, not judged",
+            value=self.not_evaluated,
         )
         yield CounterMetricFamily(
             "sumpwatch_status_messages", "Node availability messages", value=self.status_messages

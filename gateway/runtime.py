@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,7 +18,7 @@ from alerts.config import AlertsConfig, load_alerts_config
 from gateway.cases.escalation import DeadlineWatch
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import CaseService
-from gateway.domain import Finding, FindingEvent
+from gateway.domain import Finding, FindingEvent, NotEvaluated
 from gateway.errors import ConfigError, StoreError
 from gateway.homeassistant import HomeAssistantBridge
 from gateway.ingest import MqttSource
@@ -255,6 +255,28 @@ def _finding_sinks(
     return sinks
 
 
+def _not_evaluated_recorder(
+    findings: FindingRepository, metrics: Metrics
+) -> Callable[[NotEvaluated], None]:
+    """Count each late reading and store its span off the ingest path (the engine is
+    synchronous). Writes go to the database's one writer thread in the order started."""
+    pending: set[asyncio.Task[None]] = set()
+
+    async def write(span: NotEvaluated) -> None:
+        try:
+            await findings.record_not_evaluated(span)
+        except StoreError:
+            log.exception("could not record not-evaluated span %s", span.id)
+
+    def record(span: NotEvaluated) -> None:
+        metrics.not_evaluated += 1
+        task = asyncio.get_running_loop().create_task(write(span))
+        pending.add(task)  # keep a reference until done (asyncio holds tasks weakly)
+        task.add_done_callback(pending.discard)
+
+    return record
+
+
 @contextlib.asynccontextmanager
 async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
     """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
@@ -305,7 +327,10 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         findings = FindingRepository(db)
         await findings.open()
         engine = RulesEngine(
-            _own_sites(settings, registry), packs, silence_factor=settings.silence_factor
+            _own_sites(settings, registry),
+            packs,
+            silence_factor=settings.silence_factor,
+            on_not_evaluated=_not_evaluated_recorder(findings, metrics),
         )
         # Continue what was open before a restart instead of raising it again.
         engine.restore(await findings.open_findings())

@@ -62,6 +62,7 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/sites/{site_id}/readings"): Access.SITE,
     ("GET", "/findings"): Access.SIGNED_IN,
     ("GET", "/sites/{site_id}/findings"): Access.SITE,
+    ("GET", "/sites/{site_id}/not-evaluated"): Access.SITE,
     ("GET", "/findings/{finding_id}"): Access.SITE,
     ("GET", "/audit"): Access.SIGNED_IN,
     ("GET", "/sites/{site_id}/audit"): Access.SITE,

@@ -30,7 +30,7 @@ from datetime import UTC, date, datetime, timedelta
 from alerts.lifecycle import TEST_RULE
 from alerts.models import Alert
 from gateway.contract import NodeKind
-from gateway.domain import Citation, Confirmation, Finding
+from gateway.domain import Citation, Confirmation, Finding, NotEvaluated
 from gateway.registry.models import DischargeDestination, Installation, SiteConfig
 from gateway.reports.models import (
     VOLUME_SLOT,
@@ -533,6 +533,8 @@ class SiteInputs:
     histories: Mapping[str, LevelHistory] = field(default_factory=dict)
     confirmations: Sequence[Confirmation] = ()
     histories_available: bool = True
+    #: Spans of late readings that were stored but not judged by any detector.
+    not_evaluated: Sequence[NotEvaluated] = ()
 
 
 async def read_site_inputs(
@@ -567,6 +569,7 @@ async def read_site_inputs(
         histories=histories,
         confirmations=confirmations,
         histories_available=not findings or bool(histories),
+        not_evaluated=await sources.not_evaluated_of(site.id, period.start, through),
     )
 
 
@@ -685,6 +688,7 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
         suspected=suspected,
         next_step=reason,
         audited_on=audited_on,
+        not_evaluated=tuple(inputs.not_evaluated),
     )
 
 

@@ -12,7 +12,7 @@ from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from gateway.domain import Citation
+from gateway.domain import Citation, NotEvaluated
 from gateway.reports.season import SeasonPeriod
 from gateway.rules.audit import AuditItem
 
@@ -316,6 +316,8 @@ class SiteReport:
     next_step: str = ""
     #: The local day whose installation record the audit used.
     audited_on: date | None = None
+    #: Readings that arrived behind their node's newest: stored, not judged (20.10).
+    not_evaluated: tuple[NotEvaluated, ...] = ()
 
     @property
     def freezing_days(self) -> tuple[DayStats, ...]:

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Protocol
 
 from alerts.models import Alert, AlertQuery
-from gateway.domain import Confirmation, ConfirmationSource, Finding
+from gateway.domain import Confirmation, ConfirmationSource, Finding, NotEvaluated
 from gateway.errors import StoreError
 from gateway.registry.models import SiteRegistry
 from gateway.rules.pack import RulePack
@@ -45,6 +45,19 @@ class FindingSource(Protocol):
         self, finding_ids: builtins.list[str]
     ) -> dict[str, builtins.list[tuple[datetime, str]]]:
         """Each finding's ``(at, level)`` events, oldest first."""
+
+
+class NotEvaluatedSource(Protocol):
+    """Where spans of late readings no detector judged are kept (the findings repository)."""
+
+    async def not_evaluated(
+        self,
+        site_id: str,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = ...,
+    ) -> builtins.list[NotEvaluated]:
+        """A site's not-evaluated spans overlapping [since, until], oldest first."""
 
 
 class AlertSource(Protocol):
@@ -84,6 +97,8 @@ class ReportSources:
     alerts: AlertSource | None = None
     #: Inspections and observations that confirm or refute what telemetry suspects.
     confirmations: ConfirmationSource | None = None
+    #: Spans of late readings that were stored but not judged (issue 20.10).
+    not_evaluated: NotEvaluatedSource | None = None
 
     async def levels_of(self, findings: list[Finding]) -> dict[str, list[tuple[datetime, str]]]:
         """Level histories of the findings, where the findings source keeps them.
@@ -113,6 +128,16 @@ class ReportSources:
         )
         return [f for f in found if f.site_id == site_id]
 
+    async def not_evaluated_of(
+        self, site_id: str, since: datetime, until: datetime
+    ) -> list[NotEvaluated]:
+        """Late-reading spans of one site overlapping [since, until) (empty without a source)."""
+        if self.not_evaluated is None:
+            return []
+        return await self.not_evaluated.not_evaluated(
+            site_id, since=since, until=until, limit=MAX_FINDINGS
+        )
+
     async def alerts_of(self, site_id: str, since: datetime, until: datetime) -> list[Alert]:
         """Alerts of one site raised in [since, until) (empty without a source)."""
         if self.alerts is None:
@@ -136,4 +161,5 @@ def sources_from_services(services: Services) -> ReportSources:
         findings=services.findings,
         alerts=alerts,
         confirmations=services.confirmations,
+        not_evaluated=services.findings,
     )

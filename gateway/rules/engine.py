@@ -9,17 +9,23 @@ Each site has one :class:`SiteMonitor`: the shared per-site state and one
 instance of every detector of ``detectors/registry.py``, fed by stream (the
 detector contract is in ``detectors/base.py``).
 
-Detectors use device time (``Reading.ts``). A reading whose ``ts`` is not newer
-than the last one seen from its node (QoS 1 redelivery, duplicate, late
-out-of-order message) is ignored, as are readings of unknown sites. Sensor
-silence is about *arrival*, so it compares ``received_at`` with the clock given
-to :meth:`RulesEngine.tick` (wall clock live, data time in replay).
+Detectors use device time (``Reading.ts``), in order *per node*: a node that
+buffered through a Wi-Fi outage and flushes its backlog oldest first is judged
+reading by reading, however far behind the other nodes' newest it is. A reading
+whose identity ``(boot, seq)`` was already seen (QoS 1 redelivery) is ignored
+silently. A new reading not newer than its node's newest cannot be fed to the
+stateful detectors without rewinding them: it is stored and charted but not
+judged, and the engine records it in a :class:`NotEvaluated` span (reported to
+``on_not_evaluated``) so pages and reports say so. Readings of unknown sites are
+ignored. Sensor silence is about *arrival*, so it compares ``received_at`` with
+the clock given to :meth:`RulesEngine.tick` (wall clock live, data time in replay).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,6 +36,7 @@ from gateway.domain import (
     Finding,
     FindingChange,
     FindingEvent,
+    NotEvaluated,
     Reading,
     StatusChange,
 )
@@ -49,7 +56,12 @@ from gateway.rules.detectors.base import (
 )
 from gateway.rules.detectors.registry import build
 from gateway.rules.pack import RulePack
-from gateway.rules.thresholds import ICING_WINDOW, REFRESH_EVERY
+from gateway.rules.thresholds import (
+    ICING_WINDOW,
+    IDENTITIES_KEPT,
+    NOT_EVALUATED_MERGE,
+    REFRESH_EVERY,
+)
 
 
 def _event(r: Reading) -> PitSample | OutletSample | AirSample | None:
@@ -71,6 +83,46 @@ def _event(r: Reading) -> PitSample | OutletSample | AirSample | None:
     return None
 
 
+class NodeLedger:
+    """Per node: the newest device time judged, the identities recently seen and
+    the open not-evaluated span. Decides what the engine does with a reading."""
+
+    def __init__(self) -> None:
+        self.newest: datetime | None = None
+        self._seen: set[tuple[str, int]] = set()
+        self._order: deque[tuple[str, int]] = deque()
+        self._span: NotEvaluated | None = None
+
+    def is_duplicate(self, r: Reading) -> bool:
+        """The same message again (QoS 1 redelivery); remembers it otherwise."""
+        identity = (r.boot, r.seq)
+        if identity in self._seen:
+            return True
+        self._seen.add(identity)
+        self._order.append(identity)
+        if len(self._order) > IDENTITIES_KEPT:
+            self._seen.discard(self._order.popleft())
+        return False
+
+    def in_order(self, r: Reading) -> bool:
+        """Newer than the node's newest: advance it (the reading is to be judged)."""
+        if self.newest is not None and r.ts <= self.newest:
+            return False
+        self.newest = r.ts
+        return True
+
+    def late(self, r: Reading) -> NotEvaluated:
+        """Add an out-of-order reading to the node's not-evaluated span."""
+        span = self._span
+        if span is None or not (
+            span.start - NOT_EVALUATED_MERGE <= r.ts <= span.end + NOT_EVALUATED_MERGE
+        ):
+            span = NotEvaluated(uuid.uuid4().hex, r.site_id, r.node_id, r.ts, r.ts, 0)
+        span = replace(span, start=min(span.start, r.ts), end=max(span.end, r.ts))
+        self._span = replace(span, count=span.count + 1)
+        return self._span
+
+
 class SiteMonitor:
     """The detectors and shared state of one site; dispatches events by stream."""
 
@@ -79,7 +131,7 @@ class SiteMonitor:
         ctx = SiteContext(site, pack, silence_factor)
         self.state = SiteState(ctx, ICING_WINDOW + timedelta(minutes=5))
         self._detectors = build(self.state)
-        self.last_ts: dict[str, datetime] = {}
+        self.nodes: dict[str, NodeLedger] = {}
 
     def detectors(self) -> Mapping[str, Detector]:
         """Detector objects by rule id."""
@@ -117,11 +169,17 @@ class RulesEngine:
     """Stateful detectors for every site of a registry, under each site's rule pack."""
 
     def __init__(
-        self, registry: SiteRegistry, packs: dict[str, RulePack], silence_factor: float = 6.0
+        self,
+        registry: SiteRegistry,
+        packs: dict[str, RulePack],
+        silence_factor: float = 6.0,
+        on_not_evaluated: Callable[[NotEvaluated], None] | None = None,
     ) -> None:
         self.registry = registry
         self.packs = packs
         self.silence_factor = silence_factor
+        #: Told of every late reading's span (the runtime stores it for pages and reports).
+        self.on_not_evaluated = on_not_evaluated
         self._monitors: dict[str, SiteMonitor] = {}
         self._open: dict[tuple[str, str], Finding] = {}
         self._emitted: dict[tuple[str, str], datetime] = {}
@@ -136,10 +194,14 @@ class RulesEngine:
         # Any message is a sign of life, even one whose data we then ignore.
         mon.state.last_heard[reading.node_id] = reading.received_at
         mon.state.offline.discard(reading.node_id)
-        last = mon.last_ts.get(reading.node_id)
-        if last is not None and reading.ts <= last:
-            return []  # redelivery, duplicate or late message: already judged
-        mon.last_ts[reading.node_id] = reading.ts
+        ledger = mon.nodes.setdefault(reading.node_id, NodeLedger())
+        if ledger.is_duplicate(reading):
+            return []  # QoS 1 redelivery: judged (or recorded) the first time
+        if not ledger.in_order(reading):
+            span = ledger.late(reading)
+            if self.on_not_evaluated is not None:
+                self.on_not_evaluated(span)
+            return []
         verdicts = mon.on_reading(reading) + mon.arrival(reading.received_at, "heard")
         return self._apply_all(mon, verdicts)
 

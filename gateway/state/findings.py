@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.domain import Audience, Citation, Finding, FindingEvent, Severity
+from gateway.domain import Audience, Citation, Finding, FindingEvent, NotEvaluated, Severity
 from gateway.state.database import SqliteDatabase
 from gateway.state.snapshots import (
     FindingSnapshot,
@@ -246,6 +246,55 @@ class FindingRepository:
             return out
 
         return await self.db.read(run)
+
+    async def record_not_evaluated(self, span: NotEvaluated) -> None:
+        """Store (or grow) a span of late readings the detectors did not judge.
+
+        Bounds only widen and the count only grows, so records written out of
+        order still end at the span's full extent."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO not_evaluated (id, site_id, node_id, start_ts, end_ts, count) "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+                "start_ts=MIN(start_ts, excluded.start_ts), end_ts=MAX(end_ts, excluded.end_ts), "
+                "count=MAX(count, excluded.count)",
+                (span.id, span.site_id, span.node_id, _ts(span.start), _ts(span.end), span.count),
+            )
+
+        await self.db.write(run)
+
+    async def not_evaluated(
+        self,
+        site_id: str,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 500,
+    ) -> builtins.list[NotEvaluated]:
+        """A site's not-evaluated spans overlapping ``[since, until]``, oldest first."""
+        where, args = ["site_id = ?"], [site_id]
+        if since is not None:
+            where.append("end_ts >= ?")
+            args.append(_ts(since))
+        if until is not None:
+            where.append("start_ts <= ?")
+            args.append(_ts(until))
+
+        def run(conn: sqlite3.Connection) -> builtins.list[NotEvaluated]:
+            rows = conn.execute(
+                "SELECT id, site_id, node_id, start_ts, end_ts, count FROM not_evaluated "
+                f"WHERE {' AND '.join(where)} ORDER BY start_ts LIMIT ?",
+                (*args, limit),
+            ).fetchall()
+            return [_not_evaluated(r) for r in rows]
+
+        return await self.db.read(run)
+
+
+def _not_evaluated(row: sqlite3.Row) -> NotEvaluated:
+    start, end = _parse(row["start_ts"]), _parse(row["end_ts"])
+    assert start is not None and end is not None
+    return NotEvaluated(row["id"], row["site_id"], row["node_id"], start, end, row["count"])
 
 
 def _stored_level(conn: sqlite3.Connection, finding_id: str) -> str | None:

@@ -80,6 +80,16 @@ class FindingSpan(BaseModel):
     severity: str
 
 
+class NotEvaluatedSpan(BaseModel):
+    """Readings that arrived behind their node's newest: charted, but no detector
+    judged them (shaded grey on the charts' time axis)."""
+
+    start_ms: int
+    end_ms: int
+    node_id: str
+    count: int
+
+
 class ChartsView(BaseModel):
     """Every chart of one range."""
 
@@ -91,6 +101,7 @@ class ChartsView(BaseModel):
     has_data: bool
     charts: dict[str, Chart]
     findings: list[FindingSpan] = []
+    not_evaluated: list[NotEvaluatedSpan] = []
 
 
 #: Smallest y span per quantity, in stored (metric) units.
@@ -228,6 +239,22 @@ async def _finding_spans(
     ]
 
 
+async def _not_evaluated_spans(
+    services: Services, site: SiteConfig, start: datetime, end: datetime
+) -> list[NotEvaluatedSpan]:
+    """Late-reading spans overlapping [start, end], clipped to it."""
+    found = await services.findings.not_evaluated(site.id, since=start, until=end, limit=200)
+    return [
+        NotEvaluatedSpan(
+            start_ms=_ms(max(s.start, start)),
+            end_ms=_ms(min(s.end, end)),
+            node_id=s.node_id,
+            count=s.count,
+        )
+        for s in found
+    ]
+
+
 async def charts_view(
     services: Services,
     site: SiteConfig,
@@ -297,6 +324,7 @@ async def charts_view(
         has_data=any(rows for rows in rollups.values()),
         charts=charts,
         findings=await _finding_spans(services, site, start, now),
+        not_evaluated=await _not_evaluated_spans(services, site, start, now),
     )
 
 

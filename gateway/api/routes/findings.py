@@ -2,7 +2,8 @@
 
 ``GET /findings`` (filters ``site``, ``rule``, ``open``, ``from``, ``to``, ``limit``),
 ``GET /sites/{site_id}/findings``, ``GET /findings/{finding_id}/snapshots`` (the frozen
-evidence), ``GET /audit`` and ``GET /sites/{site_id}/audit``.
+evidence), ``GET /audit``, ``GET /sites/{site_id}/audit`` and
+``GET /sites/{site_id}/not-evaluated`` (spans of late readings no detector judged).
 The finding repository, registry and packs come from the gateway's Services.
 """
 
@@ -16,7 +17,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
 from gateway.api.deps import ScopeDep, UtcTime, register_resolver
-from gateway.domain import Citation, Finding
+from gateway.domain import Citation, Finding, NotEvaluated
 from gateway.errors import NotFound
 from gateway.registry.models import SiteConfig
 from gateway.rules.audit import AuditItem, audit_site
@@ -207,6 +208,38 @@ async def list_findings(
 async def site_findings(request: Request, site_id: str, filters: FiltersDep) -> list[FindingPublic]:
     """One site's findings, newest first."""
     return await filters.fetch(request, site_id)
+
+
+class NotEvaluatedPublic(BaseModel):
+    """Readings of one node that arrived behind its newest: stored and charted, but
+    no detector judged them (detectors run in device-time order and cannot rewind)."""
+
+    site_id: str
+    node_id: str
+    start: datetime = Field(description="Device time of the earliest reading in the span")
+    end: datetime = Field(description="Device time of the latest reading in the span")
+    count: int = Field(description="Late readings in the span")
+
+    @classmethod
+    def of(cls, span: NotEvaluated) -> NotEvaluatedPublic:
+        """From the domain type."""
+        return cls(
+            site_id=span.site_id,
+            node_id=span.node_id,
+            start=span.start,
+            end=span.end,
+            count=span.count,
+        )
+
+
+@router.get("/sites/{site_id}/not-evaluated", response_model=list[NotEvaluatedPublic])
+async def site_not_evaluated(
+    request: Request, site_id: str, since: FromQ = None, until: ToQ = None
+) -> list[NotEvaluatedPublic]:
+    """One site's spans of readings that were stored but not evaluated, oldest first."""
+    _site(request, site_id)
+    spans = await _repo(request).not_evaluated(site_id, since=since, until=until)
+    return [NotEvaluatedPublic.of(s) for s in spans]
 
 
 @router.get("/findings/{finding_id}", response_model=FindingPublic)

@@ -78,7 +78,9 @@
         const x0 = Math.max(area.left, x.getPixelForValue(s.start_ms));
         const x1 = Math.min(area.right, x.getPixelForValue(s.end_ms));
         if (x1 < area.left || x0 > area.right) return;
-        ctx.fillStyle = s.severity === "critical" ? "rgba(201, 42, 42, 0.13)" : "rgba(168, 79, 0, 0.13)";
+        // Grey: readings that arrived late and were charted but not checked.
+        ctx.fillStyle = s.severity === "not_evaluated" ? "rgba(90, 90, 90, 0.18)"
+          : s.severity === "critical" ? "rgba(201, 42, 42, 0.13)" : "rgba(168, 79, 0, 0.13)";
         ctx.fillRect(x0, area.top, Math.max(3, x1 - x0), area.bottom - area.top);
       });
       ctx.restore();
@@ -95,6 +97,27 @@
     const at = (ms) => `${when.format(new Date(ms))} ${clock.format(new Date(ms))}`;
     note.textContent = spans.length
       ? "Shaded on the charts: " + spans.map((s) => `${s.title} (${at(s.start_ms)} to ${s.end_ms >= view.end_ms - 60000 ? "now" : at(s.end_ms)})`).join("; ")
+      : "";
+    note.dataset.count = String(spans.length);
+  }
+
+  // Readings that arrived behind their node's newest: stored and charted, never judged.
+  function lateSpans() {
+    return (view.not_evaluated || []).map((s) => ({ ...s, severity: "not_evaluated" }));
+  }
+
+  function notEvaluatedNote() {
+    const note = document.getElementById("charts-not-evaluated");
+    if (!note) return;
+    const spans = view.not_evaluated || [];
+    note.classList.toggle("hidden", spans.length === 0);
+    const when = SW.timeFormat(view.timezone, true);
+    const clock = SW.timeFormat(view.timezone, false);
+    const at = (ms) => `${when.format(new Date(ms))} ${clock.format(new Date(ms))}`;
+    const readings = (n) => `${n} reading${n === 1 ? "" : "s"}`;
+    note.textContent = spans.length
+      ? "Shaded grey: not evaluated. These readings arrived late, after newer ones from the same sensor; they are charted but were not checked for problems: "
+        + spans.map((s) => `${s.node_id} sensor, ${at(s.start_ms)} to ${at(s.end_ms)} (${readings(s.count)})`).join("; ")
       : "";
     note.dataset.count = String(spans.length);
   }
@@ -204,7 +227,7 @@
           y: yAxis(chart, values),
         },
         plugins: {
-          findings: { spans: view.findings || [] },
+          findings: { spans: [...(view.findings || []), ...lateSpans()] },
           legend: { display: !bars, labels: { boxWidth: 12 } },
           tooltip: { callbacks: { title: (items) => items.length
             ? `${dateTip.format(new Date(items[0].parsed.x))} ${tip.format(new Date(items[0].parsed.x))}` : "" } },
@@ -216,6 +239,7 @@
     canvas.dataset.points = String(bars ? chart.bars.length
       : chart.series.reduce((n, s) => n + s.points.length, 0));
     canvas.dataset.findings = String((view.findings || []).length);
+    canvas.dataset.notEvaluated = String((view.not_evaluated || []).length);
     fillTable(name, chart);
   }
 
@@ -238,6 +262,7 @@
     document.getElementById("charts-empty").classList.toggle("hidden", view.has_data);
     Object.entries(view.charts).forEach(([name, chart]) => draw(name, chart));
     findingsNote();
+    notEvaluatedNote();
     document.body.dataset.chartsReady = range;
   }
 
