@@ -55,7 +55,7 @@ from gateway.errors import StoreError, StoreUnavailable
 from gateway.settings import Settings
 from gateway.state.database import SqliteDatabase
 from gateway.store import rollups as rollup_math
-from gateway.store.base import Resolution, Rollup, SeriesQuery
+from gateway.store.base import DayRollup, Resolution, Rollup, SeriesQuery
 from gateway.store.spool import Spool, SpoolBatch, SpoolFull
 
 log = logging.getLogger(__name__)
@@ -680,6 +680,21 @@ class InfluxStore:
     async def refresh_rollups(self, until: datetime | None = None) -> int:
         """Recompute the rollup buckets that new points touched (see ``rollups``)."""
         return await rollup_math.refresh(self, self.dirty, until)
+
+    async def day_rollups(self, site_id: str, start: datetime, end: datetime) -> list[DayRollup]:
+        """A site's day rollups of the UTC days overlapping [start, end), by day then node.
+
+        The documented fallback (docs/reports.md): reduced on read from the 1-hour
+        rollups, with the same function the SQLite store keeps its table with, so
+        both stores give the same days; only the read is not smaller here.
+        """
+        day = rollup_math.DAY_S
+        first = rollup_math.floor_to(start.timestamp(), day)
+        last = -rollup_math.floor_to(-end.timestamp(), day)  # whole days, as SQLite keeps them
+        hourly = await self.rollups(
+            site_id, "1h", datetime.fromtimestamp(first, UTC), datetime.fromtimestamp(last, UTC)
+        )
+        return rollup_math.reduce_days(hourly)
 
     def _require_client(self) -> httpx.AsyncClient:
         if self._client is None:
