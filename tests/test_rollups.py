@@ -20,7 +20,7 @@ from gateway.store.factory import make_store
 from gateway.store.rollups import MAX_HOLD_S, compose, compute_minutes, refresh_forever
 from gateway.store.sqlite import SqliteStore
 from tests import influx_fixture
-from tests.influx_fixture import T0, InfluxServer, pit_series, reading
+from tests.influx_fixture import T0, InfluxServer, one_of_each_kind, pit_series, reading
 
 influxd = influx_fixture.influxd
 influx_database = influx_fixture.influx_database
@@ -332,3 +332,19 @@ async def test_a_database_from_before_day_rollups_gets_them_from_its_hours(
     await db.close()
     assert rows == 1
     assert sum(day.hours["samples"]) == 720
+
+
+# -- the console's read of a whole village ---------------------------------------------------
+
+
+async def test_latest_of_many_sites_is_each_sites_latest(store: TimeSeriesStore) -> None:
+    await store.write(pit_series(30) + pit_series(30, site="oak-3", node="sump"))
+    await store.write(one_of_each_kind(seq=500) + one_of_each_kind(seq=400))
+    many = await store.latest_of(["elm-12", "oak-3", "never-heard"])
+    assert many == {
+        "elm-12": await store.latest("elm-12"),
+        "oak-3": await store.latest("oak-3"),
+        "never-heard": {},
+    }
+    assert set(many["elm-12"]) == {"pit", "outlet", "air"}
+    assert {r.seq for r in many["elm-12"].values()} == {500}

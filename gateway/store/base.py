@@ -145,6 +145,10 @@ class TimeSeriesStore(Protocol):
     async def latest(self, site_id: str) -> dict[str, Reading]:
         """The newest reading of each node of a site, by node id."""
 
+    async def latest_of(self, site_ids: Sequence[str]) -> dict[str, dict[str, Reading]]:
+        """:meth:`latest` of many sites in one call (the console reads 1,000 at once);
+        a site without readings maps to an empty dict."""
+
     async def count(self, site_id: str | None = None) -> int:
         """How many readings are stored (for a site or in all)."""
 

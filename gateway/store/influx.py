@@ -592,6 +592,26 @@ class InfluxStore:
                     out[reading.node_id] = reading
         return out
 
+    async def latest_of(self, site_ids: Sequence[str]) -> dict[str, dict[str, Reading]]:
+        """The newest reading per node of each site: one query per node kind for all
+        sites (grouped by site and node), kept to the sites asked for."""
+        wanted = set(site_ids)
+        statements = ";".join(
+            f'SELECT * FROM "{k}" GROUP BY site_id, node_id ORDER BY time DESC LIMIT 1'
+            for k in _KINDS
+        )
+        out: dict[str, dict[str, Reading]] = {site_id: {} for site_id in site_ids}
+        for series in await self._query(statements):
+            for row in self._rows(series):
+                if row["site_id"] not in wanted:
+                    continue
+                reading = self._reading(NodeKind(series["name"]), row)
+                latest = out[reading.site_id]
+                have = latest.get(reading.node_id)
+                if have is None or reading.ts > have.ts:
+                    latest[reading.node_id] = reading
+        return out
+
     async def count(self, site_id: str | None = None) -> int:
         """Stored points (each message is one point; ``seq`` is always present)."""
         where = "" if site_id is None else f" WHERE site_id = {_quote(site_id)}"

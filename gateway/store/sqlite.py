@@ -47,6 +47,20 @@ _SELECT_IDENTITY = (
 )
 
 
+#: A site's node ids, one index seek each (a skip scan: SQLite has none of its own).
+_NODES_OF_SITE = (
+    "WITH RECURSIVE nodes(id) AS ("
+    " SELECT MIN(node_id) FROM readings WHERE site_id = ?1"
+    " UNION ALL"
+    " SELECT (SELECT MIN(node_id) FROM readings WHERE site_id = ?2 AND node_id > id)"
+    " FROM nodes WHERE id IS NOT NULL"
+    ") SELECT id FROM nodes WHERE id IS NOT NULL"
+)
+_NEWEST_OF_NODE = (
+    "SELECT * FROM readings WHERE site_id = ? AND node_id = ? ORDER BY ts DESC LIMIT 1"
+)
+
+
 def to_epoch(value: datetime) -> float:
     """Seconds since the epoch (the store's time unit)."""
     return value.timestamp()
@@ -194,6 +208,28 @@ class SqliteStore:
 
         def run(conn: sqlite3.Connection) -> dict[str, Reading]:
             return {row["node_id"]: _reading(row) for row in conn.execute(sql, (site_id, site_id))}
+
+        return await self.db.read(run)
+
+    async def latest_of(self, site_ids: Sequence[str]) -> dict[str, dict[str, Reading]]:
+        """The newest reading per node of each site, in one read.
+
+        Per site, its node ids are found by skipping through the (site, node, ts) index
+        and each node's newest row is one index seek, so the cost does not grow with
+        how many readings a node has (the single-site query groups all of them).
+        """
+        ids = list(dict.fromkeys(site_ids))
+
+        def run(conn: sqlite3.Connection) -> dict[str, dict[str, Reading]]:
+            out: dict[str, dict[str, Reading]] = {}
+            for site_id in ids:
+                nodes = [row[0] for row in conn.execute(_NODES_OF_SITE, (site_id, site_id))]
+                latest = out[site_id] = {}
+                for node_id in nodes:
+                    row = conn.execute(_NEWEST_OF_NODE, (site_id, node_id)).fetchone()
+                    if row is not None:
+                        latest[node_id] = _reading(row)
+            return out
 
         return await self.db.read(run)
 
