@@ -25,7 +25,7 @@ import asyncio
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from itertools import accumulate
@@ -694,15 +694,17 @@ async def read_site_inputs(
     pack = sources.packs.get(site.jurisdiction)
     period = season_period(season, pack, site.timezone)
     through = min(period.end, max(period.start, floor_hour(now)))
-    days = await sources.store.day_rollups(site.id, period.start, through)
-    findings = [
-        f
-        for f in await sources.findings_of(site.id, period.start, through)
-        if _overlaps(f, period.start, through)
-    ]
+    # Independent reads at once: the database has several reader threads, and SQLite
+    # works without the GIL, so they overlap (a village report makes 5,000 of them).
+    days, found, alerts, not_evaluated = await asyncio.gather(
+        sources.store.day_rollups(site.id, period.start, through),
+        sources.findings_of(site.id, period.start, through),
+        sources.alerts_of(site.id, period.start, through),
+        sources.not_evaluated_of(site.id, period.start, through),
+    )
+    findings = [f for f in found if _overlaps(f, period.start, through)]
     histories = await sources.levels_of(findings)
     confirmations = sources.confirmations_of(site.id, period.start, through + CONFIRM_WITHIN)
-    alerts = await sources.alerts_of(site.id, period.start, through)
     return SiteInputs(
         site=site,
         pack=pack,
@@ -717,7 +719,7 @@ async def read_site_inputs(
         histories=histories,
         confirmations=confirmations,
         histories_available=not findings or bool(histories),
-        not_evaluated=await sources.not_evaluated_of(site.id, period.start, through),
+        not_evaluated=not_evaluated,
     )
 
 
@@ -911,6 +913,25 @@ class _WeekAcc:
         self.violators: set[str] = set()
 
 
+#: Sites of a village report assembled at once: one's reads overlap another's arithmetic.
+#: Small, so memory stays flat (each report is reduced to its row and dropped).
+VILLAGE_CONCURRENCY = 4
+
+
+async def _site_reports(
+    sources: ReportSources, sites: Sequence[SiteConfig], season: str, now: datetime
+) -> AsyncIterator[tuple[SiteConfig, SiteReport]]:
+    """Each site's report, in the order of ``sites`` (the village sums add in that
+    order, so they are the same to the last bit), a few assembled at a time."""
+    for i in range(0, len(sites), VILLAGE_CONCURRENCY):
+        chunk = sites[i : i + VILLAGE_CONCURRENCY]
+        reports = await asyncio.gather(
+            *(assemble_site_report(sources, site.id, season, now=now) for site in chunk)
+        )
+        for site, report in zip(chunk, reports, strict=True):
+            yield site, report
+
+
 def _week_of(day: date) -> date:
     return day - timedelta(days=day.weekday())
 
@@ -942,8 +963,7 @@ async def assemble_village_report(
     first_day: date | None = None
     last_day: date | None = None
     through: datetime | None = None
-    for site in sites:
-        report = await assemble_site_report(sources, site.id, season, now=now)
+    async for site, report in _site_reports(sources, sites, season, now):
         rows.append(status_row(report))
         p = report.period
         first_day = p.first_day if first_day is None else min(first_day, p.first_day)
