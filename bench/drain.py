@@ -92,6 +92,10 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+#: Set by --profile: the drain's gateway runs under pyinstrument, its profile printed.
+PROFILE: dict[str, Path] = {}
+
+
 def _gateway(
     broker: BrokerProcess, root: Path, sites: Path, env: dict[str, str], until: int
 ) -> tuple[float, float, float]:
@@ -100,8 +104,12 @@ def _gateway(
     status, go = root / "status.json", root / "go"
     status.unlink(missing_ok=True)
     go.touch()
+    profile = PROFILE.get("out") if until else None
+    runner = [sys.executable]
+    if profile is not None:
+        runner += ["-m", "pyinstrument", "--no-color", "-o", str(profile), "--"]
     cmd = [
-        sys.executable,
+        *runner,
         str(_fleet.HERE / "_gateway.py"),
         *("--port", str(broker.port), "--data-dir", str(root / "data")),
         *("--client-id", "drain-gw", "--status", str(status), "--go", str(go)),
@@ -325,7 +333,10 @@ def main() -> None:
     parser.add_argument("--sites", type=int, default=1000)
     parser.add_argument("--node-red", action="store_true", help="also Node-RED (npm install)")
     parser.add_argument("--no-influx", action="store_true", help="skip the InfluxDB consumers")
+    parser.add_argument("--profile", type=Path, help="pyinstrument the SQLite drain into this")
     args = parser.parse_args()
+    if args.profile:
+        PROFILE["out"] = args.profile
     per_node = args.messages // args.sites
     n = per_node * args.sites
     root = Path(tempfile.mkdtemp(prefix="drain-bench-"))
