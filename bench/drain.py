@@ -187,22 +187,27 @@ return msg;
 
 
 def node_red_flow(port: int, influx_port: int, database: str) -> list[dict[str, object]]:
-    """mqtt in -> json -> function -> join (500 or 1 s) -> influxdb batch."""
+    """mqtt in -> json -> function -> join (500 or 1 s) -> influxdb batch.
+
+    Ids are opaque on purpose: Node-RED takes any property value equal to a node id
+    for a reference to it (a node ``json`` of type ``json`` refers to itself)."""
     return [
-        {"id": "tab", "type": "tab", "label": "sumpwatch"},
+        {"id": "f0", "type": "tab", "label": "sumpwatch"},
         {
-            "id": "broker",
+            "id": "b0",
             "type": "mqtt-broker",
             "broker": "127.0.0.1",
             "port": str(port),
             "clientid": "drain-node-red",
             "protocolVersion": "5",
             "cleansession": False,
+            # Else it unsubscribes when stopped and the broker queues nothing for it.
+            "autoUnsubscribe": False,
             "sessionExpiry": "3600",
             "keepalive": "60",
         },
         {
-            "id": "influx",
+            "id": "i0",
             "type": "influxdb",
             "hostname": "127.0.0.1",
             "port": str(influx_port),
@@ -211,32 +216,32 @@ def node_red_flow(port: int, influx_port: int, database: str) -> list[dict[str, 
             "influxdbVersion": "1.x",
         },
         {
-            "id": "in",
+            "id": "n1",
             "type": "mqtt in",
-            "z": "tab",
+            "z": "f0",
             "topic": SUB_TOPIC,
             "qos": "1",
             "datatype": "utf8",
-            "broker": "broker",
-            "wires": [["json"]],
+            "broker": "b0",
+            "wires": [["n2"]],
         },
-        {"id": "json", "type": "json", "z": "tab", "action": "obj", "wires": [["fn"]]},
-        {"id": "fn", "type": "function", "z": "tab", "func": _TO_POINT, "wires": [["join"]]},
+        {"id": "n2", "type": "json", "z": "f0", "action": "obj", "wires": [["n3"]]},
+        {"id": "n3", "type": "function", "z": "f0", "func": _TO_POINT, "wires": [["n4"]]},
         {
-            "id": "join",
+            "id": "n4",
             "type": "join",
-            "z": "tab",
+            "z": "f0",
             "mode": "custom",
             "build": "array",
             "count": "500",
             "timeout": "1",
-            "wires": [["batch"]],
+            "wires": [["n5"]],
         },
         {
-            "id": "batch",
+            "id": "n5",
             "type": "influxdb batch",
-            "z": "tab",
-            "influxdb": "influx",
+            "z": "f0",
+            "influxdb": "i0",
             "precision": "u",
             "retentionPolicy": "",
             "wires": [],
@@ -278,7 +283,8 @@ def node_red(
     def run(until: int) -> tuple[float, float, float]:
         cmd = ["node", str(red_js), "-u", str(user_dir), "-s", str(settings), str(flows)]
         started = time.time()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = (user_dir / "node-red.log").open("ab")
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + TIMEOUT_S
         try:
             if until == 0:
@@ -287,11 +293,15 @@ def node_red(
             while time.monotonic() < deadline:
                 if influx_count(url, database, "pit", "seq") >= until:
                     return started, time.time(), _peak_rss_mb(proc.pid)
+                if proc.poll() is not None:
+                    tail = (user_dir / "node-red.log").read_text()[-2000:]
+                    raise SystemExit(f"Node-RED exited: {tail}")
                 time.sleep(0.1)
             raise SystemExit(f"Node-RED stored {influx_count(url, database, 'pit', 'seq')}/{until}")
         finally:
             proc.terminate()
             proc.wait(60)
+            log.close()
 
     run(0)
     backlog()
