@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 
 #: How much of a site's telemetry a frozen snapshot keeps (before the finding's time).
 SNAPSHOT_WINDOW = timedelta(hours=1)
+#: How long a stop waits to commit what is buffered (well inside systemd's 90 s).
+DRAIN_TIMEOUT_S = 15.0
 SNAPSHOT_MAX_READINGS = 2000
 
 
@@ -277,6 +279,20 @@ def _not_evaluated_recorder(
     return record
 
 
+async def _drain_bounded(pipeline: Pipeline, writer: BatchWriter) -> None:
+    """Commit (and ack) what was received before the connection closes.
+
+    Bounded: what cannot be committed in time stays unacknowledged and the broker
+    redelivers it to the next run, so a failing store cannot hold a stop."""
+    try:
+        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+            await pipeline.drain()
+    except TimeoutError:
+        log.warning(
+            "stopping with %d readings uncommitted (the broker redelivers them)", writer.pending
+        )
+
+
 @contextlib.asynccontextmanager
 async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
     """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
@@ -393,8 +409,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             try:
                 yield runtime
             finally:
-                # Commit (and ack) what was received before the connection closes.
-                await pipeline.drain()
+                await _drain_bounded(pipeline, writer)
                 for task in reversed(tasks):
                     task.cancel()
         log.info("gateway stopped; %d readings stored this run", metrics.stored)
