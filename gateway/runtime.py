@@ -108,7 +108,7 @@ def _own_sites(settings: Settings, registry: SiteRegistry) -> SiteRegistry:
     if settings.mqtt_shard is None or settings.mqtt_shards <= 1:
         return registry
     partition = SitePartition(settings.mqtt_shard, settings.mqtt_shards)
-    return SiteRegistry([site for site in registry if partition.owns_site(site.id)])
+    return registry.subset(partition.owns_site)
 
 
 async def snapshot_context(
@@ -147,16 +147,15 @@ async def snapshot_context(
     )
 
 
-async def _case_service(
-    db: SqliteDatabase,
-    registry: SiteRegistry,
-    packs: dict[str, RulePack],
-    findings: FindingRepository,
-) -> CaseService:
-    """Enforcement cases (issue 16), their confirmations and waivers loaded."""
+async def _amended_registry(
+    db: SqliteDatabase, registry: SiteRegistry
+) -> tuple[SiteRegistry, CaseRepository]:
+    """The registry every stage reads: the file's sites with what enforcement cases
+    recorded since merged in at each read (waivers granted, installation facts
+    inspected; issue 16.3, 16.4), and the case repository that holds those records."""
     repo = CaseRepository(db)
-    await repo.open()
-    return CaseService(repo, registry, packs, findings=findings)
+    await repo.open()  # loads the confirmations, waivers and inspections
+    return registry.amended(repo), repo
 
 
 def _home_assistant(
@@ -293,9 +292,8 @@ async def _drain_bounded(pipeline: Pipeline, writer: BatchWriter) -> None:
         )
 
 
-@contextlib.asynccontextmanager
-async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
-    """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
+def _registry_and_packs(settings: Settings) -> tuple[SiteRegistry, dict[str, RulePack]]:
+    """The registry file and the rule packs, every site's jurisdiction among them."""
     registry = load_registry(settings.sites_file)
     packs = load_packs(settings.rule_packs_dir)
     unknown = sorted({s.jurisdiction for s in registry} - set(packs))
@@ -303,6 +301,13 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         raise ConfigError(
             f"sites name jurisdictions with no rule pack: {unknown}; have {sorted(packs)}"
         )
+    return registry, packs
+
+
+@contextlib.asynccontextmanager
+async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
+    """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
+    file_registry, packs = _registry_and_packs(settings)
     alerts_config = load_alerts_config(settings.alerts_file).with_secrets(
         smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
     )
@@ -311,6 +316,8 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         db = SqliteDatabase(settings.sqlite_file)
         await db.open()
         stack.push_async_callback(db.close)
+        # Built first: every stage below reads the sites through the cases' records.
+        registry, case_repo = await _amended_registry(db, file_registry)
         store = make_store(settings, db)
         await store.open()
         stack.push_async_callback(store.close)
@@ -321,7 +328,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             max_future_skew_s=settings.max_future_skew_s,
             max_age_s=settings.max_age_s,
             admission=Admission(
-                registry,
+                file_registry,  # nodes only: what cases amend does not matter here
                 open_enrolment=settings.open_enrolment,
                 rate_factor=settings.rate_limit_factor,
                 burst=settings.rate_limit_burst,
@@ -350,7 +357,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         )
         # Continue what was open before a restart instead of raising it again.
         engine.restore(await findings.open_findings())
-        cases = await _case_service(db, registry, packs, findings)
+        cases = CaseService(case_repo, registry, packs, findings=findings)
         ha = _home_assistant(settings, registry, engine)
         sinks = _finding_sinks(findings, alerts, store, state, packs, registry, ha)
         sinks.append(cases.on_events)  # episodes gather into enforcement cases

@@ -24,6 +24,7 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from gateway.cases import ledger as ledger_mod
+from gateway.cases.amend import installation_with
 from gateway.cases.deadlines import (
     appointment,
     bucket,
@@ -269,6 +270,12 @@ class CaseService:
             ]
             if unknown:
                 raise CaseError(f"inspection_result: not in the pack's checklist: {unknown}")
+            try:  # the facts become the site's installation record (16.3): check them now
+                installation_with(
+                    self._site(case.site_id).installation, dict(step.inspection.facts)
+                )
+            except ValueError as exc:  # pydantic's ValidationError is a ValueError
+                raise CaseError(f"inspection_result: installation facts: {exc}") from exc
         if kind is StepKind.WAIVER_APPLIED and (step.waiver is None or not step.waiver.grounds):
             raise CaseError("waiver_applied: describe the hardship (Edgar (f)(3)b)")
         if kind is StepKind.WAIVER_DECIDED:

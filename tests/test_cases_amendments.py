@@ -1,0 +1,206 @@
+"""Issue 16.3 and 16.4: what a case records reaches every consumer of the site.
+
+A case-granted waiver and an inspection's installation facts are merged into the
+site the registry hands out (``SiteRegistry.amended``), so the detectors, the audit,
+the verdict and the reports read them without merging on their own. Real SQLite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gateway.cases.models import (
+    ChecklistResult,
+    Decision,
+    Inspection,
+    Origin,
+    Outcome,
+    StepKind,
+    WaiverTerms,
+)
+from gateway.cases.repository import CaseRepository
+from gateway.cases.service import Actor, CaseError, CaseService
+from gateway.registry.models import SiteConfig, SiteRegistry
+from gateway.rules.audit import AuditStatus, audit_site
+from gateway.rules.engine import RulesEngine
+from gateway.rules.pack import load_packs
+from gateway.rules.sequences import Faults, MiniSump, feed, make_site, opened
+from gateway.state.database import SqliteDatabase
+
+CLERK = Actor("edgar-pw", "public_works")
+OWNER = Actor("owner", "homeowner")
+START = datetime(2026, 6, 1, 12, tzinfo=UTC)
+
+
+@dataclass
+class Clock:
+    now: datetime
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[SqliteDatabase]:
+    database = SqliteDatabase(tmp_path / "cases.sqlite")
+    await database.open()
+    yield database
+    await database.close()
+
+
+async def _cases(
+    db: SqliteDatabase, site: SiteConfig, clock: Clock
+) -> tuple[CaseService, SiteRegistry]:
+    repo = CaseRepository(db)
+    await repo.open()
+    registry = SiteRegistry([site]).amended(repo)
+    return CaseService(repo, registry, load_packs(), clock=clock), registry
+
+
+async def _grant(service: CaseService, site_id: str, start: datetime, end: datetime) -> None:
+    case = await service.open_case(site_id, "sanitary_discharge", Origin.COMPLAINT, CLERK)
+    applied = service.new_step(StepKind.WAIVER_APPLIED, waiver=WaiverTerms(grounds="no lateral"))
+    await service.record(case.id, applied, OWNER)
+    terms = WaiverTerms(decision=Decision.GRANTED, decider="engineer", start=start, end=end)
+    await service.record(case.id, service.new_step(StepKind.WAIVER_DECIDED, waiver=terms), CLERK)
+
+
+def _status(site: SiteConfig, at: datetime) -> AuditStatus:
+    pack = load_packs()[site.jurisdiction]
+    [item] = [
+        i for i in audit_site(site, pack, at=at) if i.requirement_id == "no_sanitary_destination"
+    ]
+    return item.status
+
+
+async def test_a_case_granted_edgar_waiver_silences_the_sanitary_finding_and_audit_until_it_expires(
+    db: SqliteDatabase,
+) -> None:
+    site = make_site("elm-9", "edgar", destination="sanitary")
+    clock = Clock(START - timedelta(days=1))
+    service, registry = await _cases(db, site, clock)
+    end = START + timedelta(hours=3)
+    await _grant(service, site.id, START - timedelta(hours=1), end)
+
+    # The detectors read the registry's merged site: nothing during the waiver ...
+    engine = RulesEngine(registry, load_packs())
+    sim = MiniSump(site, START, faults=Faults(sanitary_share=1.0), noise=1.0)
+    assert opened(feed(engine, sim.run(3 * 3600)), "sanitary_discharge") == []
+    # ... and its expiry (Edgar (f)(3)b "for a limited time") brings the finding back.
+    (finding,) = opened(feed(engine, sim.run(3 * 3600)), "sanitary_discharge")
+    assert finding.opened_at >= end and finding.level == "violation"
+
+    merged = registry.require(site.id)
+    assert _status(merged, START + timedelta(hours=1)) == "waived"
+    assert _status(merged, end + timedelta(minutes=1)) == "fail"
+    assert _status(site, START + timedelta(hours=1)) == "fail"  # the file alone
+
+
+async def test_under_local_law_6_2024_the_pack_offers_no_waiver_to_grant(
+    db: SqliteDatabase,
+) -> None:
+    site = make_site("main-1", "local-law-6-2024", destination="sanitary")
+    service, registry = await _cases(db, site, Clock(START))
+    case = await service.open_case(site.id, "sanitary_discharge", Origin.COMPLAINT, CLERK)
+    assert StepKind.WAIVER_APPLIED not in service.offered(case, OWNER)
+    with pytest.raises(CaseError, match="no such step"):
+        applied = service.new_step(StepKind.WAIVER_APPLIED, waiver=WaiverTerms(grounds="cost"))
+        await service.record(case.id, applied, OWNER)
+    assert registry.require(site.id).waivers == ()
+    assert _status(registry.require(site.id), START) == "fail"
+
+
+async def test_a_passing_inspection_becomes_the_installation_record_from_its_day(
+    db: SqliteDatabase,
+) -> None:
+    site = make_site("elm-9", "edgar", destination="sanitary")
+    inspected_at = datetime(2027, 5, 20, 15, tzinfo=UTC)  # 10:00 in Wisconsin
+    service, registry = await _cases(db, site, Clock(inspected_at))
+    case = await service.open_case(site.id, "sanitary_discharge", Origin.COMPLAINT, CLERK)
+    result = Inspection(
+        outcome=Outcome.PASS,
+        inspector="B. Inspector",
+        items=(ChecklistResult("no_sanitary_destination", True, "to the storm lateral"),),
+        facts=(("destination", "storm_lateral"), ("check_valve", True)),
+    )
+    step = service.new_step(StepKind.INSPECTION_RESULT, inspection=result)
+    await service.record(case.id, step, CLERK)
+
+    merged = registry.require(site.id)
+    inspected = merged.installation_on(inspected_at.date())
+    assert inspected.destination is not None and inspected.destination.value == "storm_lateral"
+    assert inspected.check_valve is True
+    assert merged.installation_on(inspected_at.date() - timedelta(days=1)) == site.installation
+    after = [i.requirement_id for i in audit_site(merged, load_packs()["edgar"], at=inspected_at)]
+    assert "no_sanitary_destination" not in after
+    before = audit_site(merged, load_packs()["edgar"], at=inspected_at - timedelta(days=2))
+    assert "no_sanitary_destination" in [i.requirement_id for i in before]
+
+
+async def test_inspected_facts_that_are_not_installation_facts_are_refused(
+    db: SqliteDatabase,
+) -> None:
+    site = make_site("elm-9", "edgar", destination="sanitary")
+    service, _ = await _cases(db, site, Clock(START))
+    case = await service.open_case(site.id, "sanitary_discharge", Origin.COMPLAINT, CLERK)
+    bad = Inspection(outcome=Outcome.FAIL, facts=(("colour", "red"),))
+    with pytest.raises(CaseError, match="installation facts"):
+        await service.record(
+            case.id, service.new_step(StepKind.INSPECTION_RESULT, inspection=bad), CLERK
+        )
+
+
+async def test_a_refused_inspection_records_no_installation_facts(db: SqliteDatabase) -> None:
+    site = make_site("elm-9", "edgar", destination="sanitary")
+    service, registry = await _cases(db, site, Clock(START))
+    case = await service.open_case(site.id, "sanitary_discharge", Origin.COMPLAINT, CLERK)
+    refused = Inspection(outcome=Outcome.REFUSED, facts=(("destination", "grade"),))
+    await service.record(
+        case.id, service.new_step(StepKind.INSPECTION_RESULT, inspection=refused), CLERK
+    )
+    assert registry.require(site.id) == site
+
+
+async def test_the_merged_records_survive_a_restart(db: SqliteDatabase) -> None:
+    site = make_site("elm-9", "edgar", destination="sanitary")
+    clock = Clock(START)
+    service, _ = await _cases(db, site, clock)
+    await _grant(service, site.id, START, START + timedelta(days=5))
+    _, reopened = await _cases(db, site, clock)  # a new repository reads the database
+    [waiver] = reopened.require(site.id).waivers
+    assert waiver.rule == "sanitary_discharge" and "decided by engineer" in waiver.reference
+
+
+async def test_after_a_passing_inspection_the_audit_reads_it_and_a_past_season_report_stays(
+    db: SqliteDatabase,
+) -> None:
+    from gateway.reports.assemble import assemble_site_report
+    from gateway.reports.sources import ReportSources
+    from gateway.store.sqlite import SqliteStore
+
+    site = make_site("elm-9", "edgar", destination="sanitary")
+    inspected_at = datetime(2027, 5, 20, 15, tzinfo=UTC)  # after the 2026-2027 season
+    service, registry = await _cases(db, site, Clock(inspected_at))
+    store = SqliteStore(db)
+    await store.open()
+
+    async def report(season: str, now: datetime) -> list[tuple[str, str]]:
+        sources = ReportSources(registry, load_packs(), store, confirmations=service)
+        built = await assemble_site_report(sources, site.id, season, now=now)
+        return [(a.requirement_id, a.status) for a in built.audit]
+
+    past_before = await report("2026-2027", inspected_at)
+    case = await service.open_case(site.id, "sanitary_discharge", Origin.COMPLAINT, CLERK)
+    passed = Inspection(outcome=Outcome.PASS, facts=(("destination", "storm_lateral"),))
+    await service.record(
+        case.id, service.new_step(StepKind.INSPECTION_RESULT, inspection=passed), CLERK
+    )
+    assert ("no_sanitary_destination", "fail") in past_before
+    assert await report("2026-2027", inspected_at + timedelta(days=200)) == past_before
+    next_season = await report("2027-2028", datetime(2027, 12, 1, tzinfo=UTC))
+    assert "no_sanitary_destination" not in [r for r, _ in next_season]
