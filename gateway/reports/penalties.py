@@ -127,7 +127,11 @@ def estimate_penalties(
             window = int(p.within_days.as_float) if p.within_days is not None else 365
             count = most_within(days, window)
             reached = count >= threshold
-            jail = f" or up to {p.jail_days.as_float:g} days in jail" if p.jail_days else ""
+            # L.L. 6-2024 penalties B: "a fine ... or imprisonment ... or by both such
+            # fine and imprisonment": keep the "or both" (review §7).
+            jail = (
+                f" or up to {p.jail_days.as_float:g} days in jail, or both" if p.jail_days else ""
+            )
             if reached:
                 basis = (
                     f"{count} violation days within {window} days reach the threshold of "
