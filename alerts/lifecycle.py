@@ -249,7 +249,9 @@ def _start_clock(
     the violation's clock (started by an earlier episode this season) has run out."""
     period = escalation.grace
     if period is None or period <= timedelta(0):
-        return _escalated(alert, now, escalation), (Send(To.PUBLIC_WORKS, Reason.OPENED),)
+        # Handed to public works at once: an escalation, with its "Ordinance violation:"
+        # subject (review O8), not a plain "opened".
+        return _escalated(alert, now, escalation), (Send(To.PUBLIC_WORKS, Reason.ESCALATED),)
     start = min(escalation.clock_start, now)
     alert = replace(alert, clock_started_at=start, escalate_at=start + period)
     if start + period <= now:
