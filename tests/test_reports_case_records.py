@@ -6,12 +6,14 @@ Real SQLite for the findings, the rollups and the cases.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from markupsafe import escape
 
+from gateway.domain import Audience, Finding, FindingChange, FindingEvent, Severity
 from gateway.registry.models import SiteRegistry
 from gateway.reports.assemble import assemble_site_report
 from gateway.reports.render_html import site_html
@@ -64,3 +66,38 @@ async def test_a_text_without_an_inspection_step_still_gets_the_plain_disclaimer
     report = await assemble_site_report(sources, site.id, SEASON, now=AFTER_SEASON)
     assert report.notes[0].startswith("This report is not an inspection")
     assert "accepts as proof" not in report.notes[0]
+
+
+async def test_a_past_season_report_shows_the_frozen_evidence_while_the_finding_updates(
+    db: SqliteDatabase,
+) -> None:
+    # Issue 15.5: the evidence as frozen at or before the period end, not as overwritten.
+    site = make_site("elm-9", "edgar", destination="grade")
+    findings = FindingRepository(db)
+    await findings.open()
+    opened_at = datetime(2027, 1, 10, 12, tzinfo=UTC)
+    finding = Finding(
+        id="f-9", rule_id="sanitary_discharge", site_id=site.id, severity=Severity.CRITICAL,
+        title="t", opened_at=opened_at, updated_at=opened_at, level="violation",
+        audience=(Audience.HOMEOWNER, Audience.PUBLIC_WORKS), evidence={"unaccounted_l": 40.0},
+    )  # fmt: skip
+    await findings.apply([FindingEvent(FindingChange.OPENED, finding)])
+    sources = replace(await _sources(db, SiteRegistry([site])), snapshots=findings)
+
+    async def evidence_shown() -> dict[str, object]:
+        report = await assemble_site_report(sources, site.id, SEASON, now=AFTER_SEASON)
+        [entry] = report.findings
+        return dict(entry.evidence)
+
+    then = await evidence_shown()
+    # Still open after the season: the detector keeps rewriting its evidence.
+    for hours, level in ((2400, "alarm"), (2500, "alarm")):
+        later = replace(
+            finding,
+            updated_at=opened_at + timedelta(hours=hours),
+            level=level,
+            evidence={"unaccounted_l": float(hours)},
+        )
+        await findings.apply([FindingEvent(FindingChange.UPDATED, later)])
+    assert then == {"unaccounted_l": 40.0}
+    assert await evidence_shown() == then

@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 from alerts.lifecycle import TEST_RULE
 from alerts.models import Alert
@@ -323,7 +324,11 @@ def _dated_citations(
 
 
 def _finding_entries(
-    findings: Sequence[Finding], period: SeasonPeriod, through: datetime, pack: RulePack | None
+    findings: Sequence[Finding],
+    period: SeasonPeriod,
+    through: datetime,
+    pack: RulePack | None,
+    frozen: Mapping[str, Mapping[str, Any]],
 ) -> list[FindingEntry]:
     out = []
     for f in sorted(findings, key=lambda f: (f.opened_at, f.rule_id)):
@@ -337,7 +342,8 @@ def _finding_entries(
                 opened_at=f.opened_at,
                 cleared_at=f.cleared_at,
                 enforced=bool(f.citations),
-                evidence=dict(f.evidence),
+                # As frozen by the period's end (15.5); live only where nothing was frozen.
+                evidence=dict(frozen.get(f.id, f.evidence)),
                 citations=_dated_citations(f, pack, days) if days else tuple(f.citations),
                 action=f.action,
                 days=len(days),
@@ -535,6 +541,8 @@ class SiteInputs:
     histories_available: bool = True
     #: Spans of late readings that were stored but not judged by any detector.
     not_evaluated: Sequence[NotEvaluated] = ()
+    #: Each finding's evidence frozen at or before the period's end (by finding id).
+    frozen_evidence: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 async def read_site_inputs(
@@ -570,6 +578,7 @@ async def read_site_inputs(
         confirmations=confirmations,
         histories_available=not findings or bool(histories),
         not_evaluated=await sources.not_evaluated_of(site.id, period.start, through),
+        frozen_evidence=await sources.frozen_evidence_of(findings, through),
     )
 
 
@@ -646,7 +655,7 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
     days = _days(site, inst, period, hours, sanitary, icing_days, verdict)
     totals = _totals(days)
     coverage = _coverage(site, hours)
-    findings = _finding_entries(raw_findings, period, through, pack)
+    findings = _finding_entries(raw_findings, period, through, pack, inputs.frozen_evidence)
     alerts, alert_summary = _alerts(inputs.alerts)
     in_period = {d.day for d in days}
     confirmed_days = [d for d in verdict.confirmed_days if d in in_period]
