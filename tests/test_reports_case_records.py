@@ -52,10 +52,10 @@ async def test_the_property_report_says_it_is_not_the_inspection_the_text_accept
     sources = await _sources(db, SiteRegistry([site]))
     report = await assemble_site_report(sources, site.id, SEASON, now=AFTER_SEASON)
     # Review O6: Edgar (f)(4)b "with verification by Village inspection", (f)(2)a certificate.
-    note = report.notes[0]
-    assert note.startswith("This report is not an inspection")
-    assert "village inspection ((f)(2)a)" in note and "plumber's certificate" in note
-    assert str(escape(note)) in site_html(report)
+    first, proof = report.notes[:2]
+    assert first.startswith("Not an inspection: this report establishes neither compliance")
+    assert "village inspection ((f)(2)a)" in proof and "plumber's certificate" in proof
+    assert str(escape(first)) in site_html(report) and str(escape(proof)) in site_html(report)
 
 
 async def test_a_text_without_an_inspection_step_still_gets_the_plain_disclaimer(
@@ -64,8 +64,8 @@ async def test_a_text_without_an_inspection_step_still_gets_the_plain_disclaimer
     site = make_site("s-1", "storm-ord-1991-43", destination="grade")
     sources = await _sources(db, SiteRegistry([site]))
     report = await assemble_site_report(sources, site.id, SEASON, now=AFTER_SEASON)
-    assert report.notes[0].startswith("This report is not an inspection")
-    assert "accepts as proof" not in report.notes[0]
+    assert report.notes[0].startswith("Not an inspection")
+    assert not any(n.startswith("Proof under") for n in report.notes)
 
 
 async def test_a_past_season_report_shows_the_frozen_evidence_while_the_finding_updates(

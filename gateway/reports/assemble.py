@@ -582,28 +582,23 @@ async def read_site_inputs(
     )
 
 
-def not_an_inspection(pack: RulePack | None) -> str:
-    """The property report's first note (review O6): monitoring is not the proof the
+def not_an_inspection(pack: RulePack | None) -> list[str]:
+    """The property report's first notes (review O6): monitoring is not the proof the
     texts accept, e.g. Edgar (f)(4)b "appropriate proof ... with verification by
     Village inspection" or (f)(2)a's licensed plumber's certificate."""
-    text = (
-        "This report is not an inspection: it shows what the monitoring and the recorded "
-        "installation facts suggest, and it establishes neither compliance nor a violation."
-    )
+    notes = ["Not an inspection: this report establishes neither compliance nor a violation."]
     steps = pack.enforcement.steps if pack is not None else {}
     proofs = [steps[name] for name in ("inspection", "correction_proof") if name in steps]
     if proofs:
-        text += " It is not the " + " nor the ".join(
-            f"{p.label.lower()} ({p.citation.section})" for p in proofs
-        )
-        text += " that the ordinance accepts as proof."
-    return text
+        named = "; or ".join(f"{p.label.lower()} ({p.citation.section})" for p in proofs)
+        notes.append(f"Proof under the ordinance: {named}.")
+    return notes
 
 
 def build_site_report(inputs: SiteInputs) -> SiteReport:
     """The property report from its inputs: pure arithmetic, no I/O."""
     site, pack, period, through = inputs.site, inputs.pack, inputs.period, inputs.through
-    notes: list[str] = [not_an_inspection(pack)]
+    notes: list[str] = not_an_inspection(pack)
     if period.is_default:
         notes.append(
             "The rule pack sets no winter season; the report uses Nov 15 - Apr 15. "
