@@ -98,7 +98,7 @@ class Runtime:
             metrics=self.metrics,
             ingest=Ingest(self.source, self.pipeline),
             started_at=self.started_at,
-            **({} if self.cases is None else {"confirmations": self.cases}),
+            **({} if self.cases is None else {"confirmations": self.cases, "ledger": self.cases}),
         )
 
 

@@ -50,6 +50,7 @@ from gateway.domain import Confirmation, FindingChange, FindingEvent
 from gateway.errors import NotFound
 from gateway.registry import SiteConfig, SiteRegistry
 from gateway.rules.pack import RulePack
+from gateway.rules.verdict import LedgerLine
 from gateway.state.findings import FindingRepository
 
 log = logging.getLogger(__name__)
@@ -376,6 +377,26 @@ class CaseService:
         posted = await self.repo.ledger(frozenset({site_id}))
         await self.repo.post(ledger_mod.reconcile(computed, posted), now)
         return await self.repo.ledger(frozenset({site_id}))
+
+    async def ledger_lines(self, site_id: str) -> list[LedgerLine] | None:
+        """``LedgerSource`` for the reports: the site's posted ledger, brought up to
+        date, or None when the site has no case (issue 16.5)."""
+        if not await self.repo.list_cases(frozenset({site_id})):
+            return None
+        return [
+            LedgerLine(
+                line=e.seq,
+                kind=e.kind.value,
+                period=e.period,
+                amount_cents=e.amount_cents,
+                max_cents=e.max_cents,
+                basis=e.basis,
+                citation=e.citation,
+                referral=e.referral,
+                corrects=e.corrects,
+            )
+            for e in await self.post_ledger(site_id)
+        ]
 
     async def ledger(self, site_ids: frozenset[str] | None) -> list[LedgerEntry]:
         """Post every visible site's ledger, then return the lines."""
