@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from gateway.cases.ledger import total_cents
 from gateway.cases.models import (
     ChecklistResult,
     Decision,
@@ -26,6 +27,7 @@ from gateway.cases.models import (
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import Actor, CaseError, CaseService
 from gateway.registry.models import SiteConfig, SiteRegistry
+from gateway.reports.models import SiteReport
 from gateway.rules.audit import AuditStatus, audit_site
 from gateway.rules.engine import RulesEngine
 from gateway.rules.pack import load_packs
@@ -204,3 +206,59 @@ async def test_after_a_passing_inspection_the_audit_reads_it_and_a_past_season_r
     assert await report("2026-2027", inspected_at + timedelta(days=200)) == past_before
     next_season = await report("2027-2028", datetime(2027, 12, 1, tzinfo=UTC))
     assert "no_sanitary_destination" not in [r for r, _ in next_season]
+
+
+async def _season_report(
+    service: CaseService, registry: SiteRegistry, db: SqliteDatabase, site_id: str, now: datetime
+) -> SiteReport:
+    from gateway.reports.assemble import assemble_site_report
+    from gateway.reports.sources import ReportSources
+    from gateway.store.sqlite import SqliteStore
+
+    store = SqliteStore(db)
+    await store.open()
+    sources = ReportSources(registry, load_packs(), store, confirmations=service, ledger=service)
+    return await assemble_site_report(sources, site_id, "2026-2027", now=now)
+
+
+async def test_ledger_totals_equal_the_reports_for_an_edgar_surcharge(db: SqliteDatabase) -> None:
+    # Issue 16.5: "ledger totals equal the report's".
+    site = make_site("elm-9", "edgar", destination="sanitary")
+    now = datetime(2027, 3, 20, 15, tzinfo=UTC)
+    service, registry = await _cases(db, site, Clock(now))
+    case = await service.open_case(site.id, "sanitary_discharge", Origin.COMPLAINT, CLERK)
+    failed = Inspection(outcome=Outcome.FAIL, inspector="B. Inspector")
+    step = service.new_step(
+        StepKind.INSPECTION_RESULT, datetime(2027, 1, 10, 16, tzinfo=UTC), inspection=failed
+    )
+    await service.record(case.id, step, CLERK)
+
+    report = await _season_report(service, registry, db, site.id, now)
+    posted = await service.repo.ledger(frozenset({site.id}))
+    assert [e.period for e in posted] == ["2027-01", "2027-02", "2027-03"]
+    assert round(report.penalties.min_usd * 100) == total_cents(posted) == 90000
+    assert report.penalties.violation_months == ("Jan 2027", "Feb 2027", "Mar 2027")
+    assert "not a legal determination" in report.penalties.disclaimer
+    assert "ledger" in report.penalties.disclaimer
+
+
+async def test_ledger_totals_equal_the_reports_for_local_law_fines(db: SqliteDatabase) -> None:
+    site = make_site("main-1", "local-law-6-2024", destination="grade")
+    now = datetime(2027, 2, 10, 15, tzinfo=UTC)
+    service, registry = await _cases(db, site, Clock(now))
+    case = await service.open_case(site.id, "icing_risk", Origin.OBSERVATION, CLERK)
+    days = (date(2027, 1, 12), date(2027, 1, 13), date(2027, 2, 2))
+    await service.record(case.id, service.new_step(StepKind.CITATION, offense_days=days), CLERK)
+    report = await _season_report(service, registry, db, site.id, now)
+    posted = await service.repo.ledger(frozenset({site.id}))
+    assert round(report.penalties.min_usd * 100) == total_cents(posted) == 25000
+    assert report.penalties.violation_days == 3
+    assert any("referral" in line.basis for line in report.penalties.lines)
+
+
+async def test_a_site_without_a_case_keeps_the_telemetry_estimate(db: SqliteDatabase) -> None:
+    site = make_site("elm-9", "edgar", destination="grade")
+    now = datetime(2027, 3, 20, 15, tzinfo=UTC)
+    service, registry = await _cases(db, site, Clock(now))
+    report = await _season_report(service, registry, db, site.id, now)
+    assert "ledger" not in report.penalties.disclaimer

@@ -53,7 +53,7 @@ from gateway.reports.models import (
     VillageTotals,
     WeekStats,
 )
-from gateway.reports.penalties import estimate_penalties
+from gateway.reports.penalties import estimate_from_ledger, estimate_penalties
 from gateway.reports.season import SeasonPeriod, season_period
 from gateway.reports.sources import ReportSources
 from gateway.rules.audit import FIELD_LABELS
@@ -61,6 +61,7 @@ from gateway.rules.pack import RulePack
 from gateway.rules.thresholds import ACCOUNTED_RATIO, FREEZING_C, MIN_CYCLE_VOLUME_L
 from gateway.rules.verdict import (
     CONFIRM_WITHIN,
+    LedgerLine,
     LevelHistory,
     Verdict,
     VerdictStatus,
@@ -543,6 +544,8 @@ class SiteInputs:
     not_evaluated: Sequence[NotEvaluated] = ()
     #: Each finding's evidence frozen at or before the period's end (by finding id).
     frozen_evidence: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The site's posted enforcement ledger; None: no case, the telemetry estimate stands.
+    ledger: Sequence[LedgerLine] | None = None
 
 
 async def read_site_inputs(
@@ -579,6 +582,7 @@ async def read_site_inputs(
         histories_available=not findings or bool(histories),
         not_evaluated=await sources.not_evaluated_of(site.id, period.start, through),
         frozen_evidence=await sources.frozen_evidence_of(findings, through),
+        ledger=await sources.ledger_of(site.id),
     )
 
 
@@ -656,6 +660,12 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
     confirmed_days = [d for d in verdict.confirmed_days if d in in_period]
     suspected_days = [d for d in verdict.suspected_days if d in in_period]
     penalties = estimate_penalties(pack, confirmed_days, len(verdict.confirmed))
+    if inputs.ledger is not None:  # a site with cases: the ledger speaks (16.5)
+        penalties = estimate_from_ledger(inputs.ledger, period.first_day, period.last_day)
+        notes.append(
+            "Penalty estimate: the posted lines of the site's case ledger for this season "
+            "(an estimate, not a legal determination)."
+        )
     if_confirmed = (
         estimate_penalties(
             pack,

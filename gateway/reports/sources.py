@@ -20,6 +20,7 @@ from gateway.domain import Confirmation, ConfirmationSource, Finding, NotEvaluat
 from gateway.errors import StoreError
 from gateway.registry.models import SiteRegistry
 from gateway.rules.pack import RulePack
+from gateway.rules.verdict import LedgerLine, LedgerSource
 from gateway.services import Services
 from gateway.state.database import SqliteDatabase
 from gateway.state.snapshots import FindingSnapshot
@@ -118,6 +119,14 @@ class ReportSources:
     not_evaluated: NotEvaluatedSource | None = None
     #: Frozen finding snapshots: a report shows the evidence as of its period's end.
     snapshots: SnapshotSource | None = None
+    #: The enforcement ledger: sites with cases are estimated from its posted lines.
+    ledger: LedgerSource | None = None
+
+    async def ledger_of(self, site_id: str) -> builtins.list[LedgerLine] | None:
+        """The site's posted ledger lines; None without a ledger or without a case."""
+        if self.ledger is None:
+            return None
+        return await self.ledger.ledger_lines(site_id)
 
     async def frozen_evidence_of(
         self, findings: builtins.list[Finding], until: datetime
@@ -196,4 +205,5 @@ def sources_from_services(services: Services) -> ReportSources:
         confirmations=services.confirmations,
         not_evaluated=services.findings,
         snapshots=services.findings,
+        ledger=services.ledger,
     )
