@@ -15,7 +15,7 @@ from typing import Any
 from alerts import AlertManager
 from alerts.channels.mqtt import MqttPublisher
 from alerts.config import AlertsConfig, load_alerts_config
-from gateway.cases.escalation import DeadlineWatch
+from gateway.cases.escalation import DeadlineWatch, has_order_step
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import CaseService
 from gateway.domain import Finding, FindingEvent, NotEvaluated
@@ -204,12 +204,19 @@ def _alert_manager(
     config: AlertsConfig,
     publisher: MqttPublisher | None,
     packs: dict[str, RulePack],
+    cases: CaseRepository,
 ) -> AlertManager:
-    """The alert manager, with each pack's grace periods and winter season."""
+    """The alert manager, with each pack's grace periods and winter season, and the
+    cases' clock: the order date starts it, and a rule whose pack has an order step
+    reaches public works through its case deadlines (issue 15.7, 16.2)."""
 
     def grace_period(jurisdiction: str, rule_id: str) -> timedelta | None:
         pack = packs.get(jurisdiction)
         return pack.grace_period(rule_id) if pack is not None else None
+
+    def follows_case(jurisdiction: str, rule_id: str) -> bool:
+        pack = packs.get(jurisdiction)
+        return pack is not None and has_order_step(pack, rule_id)
 
     return AlertManager(
         db=db,
@@ -217,6 +224,8 @@ def _alert_manager(
         config=config,
         mqtt=publisher,
         grace_period=grace_period,
+        order_date=cases.order_date,
+        follows_case=follows_case,
         season_start=lambda jurisdiction: (
             packs[jurisdiction].season.start if jurisdiction in packs else DEFAULT_SEASON_START
         ),
@@ -344,7 +353,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             ack=lambda tokens: source.ack(tokens),  # noqa: PLW0108 (late binding, see above)
         )
         publisher = await _alert_publisher(settings, alerts_config.mqtt.enabled, stack)
-        alerts = _alert_manager(db, registry, alerts_config, publisher, packs)
+        alerts = _alert_manager(db, registry, alerts_config, publisher, packs, case_repo)
         await alerts.open()
         stack.push_async_callback(alerts.close)
         findings = FindingRepository(db)

@@ -238,6 +238,10 @@ class CaseRepository:
         #: Inspection results with facts, per site (dated in the site's time zone when
         #: the site is read: the repository does not know the registry).
         self._inspections: dict[str, list[Step]] = {}
+        #: The latest order of each case that has one, with its site and rule, and the
+        #: closed cases (the alert manager's clock reads them: 15.7, 16.2).
+        self._orders: dict[str, tuple[str, str, datetime]] = {}
+        self._closed: set[str] = set()
 
     async def open(self) -> None:
         """Load the confirmations and waivers (the tables are migration 4)."""
@@ -254,8 +258,24 @@ class CaseRepository:
         granted = waiver_of(step, case)
         if granted is not None:
             self._waivers.setdefault(case.site_id, []).append(granted)
+        if step.kind is StepKind.ORDER:
+            known = self._orders.get(case.id)
+            if known is None or step.at > known[2]:
+                self._orders[case.id] = (case.site_id, case.rule_id, step.at)
+        if step.kind is StepKind.CLOSED:
+            self._closed.add(case.id)
         if step.kind is StepKind.INSPECTION_RESULT and step.inspection and step.inspection.facts:
             self._inspections.setdefault(case.site_id, []).append(step)
+
+    def order_date(self, site_id: str, rule_id: str) -> datetime | None:
+        """When the open case of this violation was last ordered (Edgar (f)(1): its 30
+        days run from the order), or None without an open, ordered case."""
+        dates = [
+            at
+            for case_id, (site, rule, at) in self._orders.items()
+            if site == site_id and rule == rule_id and case_id not in self._closed
+        ]
+        return max(dates, default=None)
 
     def amend(self, site: SiteConfig) -> SiteConfig:
         """``SiteAmendments``: the site with its case-granted waivers and inspected
