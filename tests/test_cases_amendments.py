@@ -26,7 +26,7 @@ from gateway.cases.models import (
 )
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import Actor, CaseError, CaseService
-from gateway.registry.models import SiteConfig, SiteRegistry
+from gateway.registry.models import InstallationRecord, SiteConfig, SiteRegistry
 from gateway.reports.models import SiteReport
 from gateway.rules.audit import AuditStatus, audit_site
 from gateway.rules.engine import RulesEngine
@@ -262,3 +262,25 @@ async def test_a_site_without_a_case_keeps_the_telemetry_estimate(db: SqliteData
     service, registry = await _cases(db, site, Clock(now))
     report = await _season_report(service, registry, db, site.id, now)
     assert "ledger" not in report.penalties.disclaimer
+
+
+def test_an_inspection_inside_a_dated_record_ends_it_the_day_before() -> None:
+    from gateway.cases.amend import InspectedFacts, with_inspection
+
+    hose = {"destination": "grade", "pipe_rigid": False}
+    site = make_site("h", "edgar", destination="grade", pipe_rigid=True)
+    site = site.model_copy(
+        update={
+            "installation_history": (
+                InstallationRecord.model_validate(
+                    {**hose, "valid_from": date(2025, 5, 1), "valid_to": date(2027, 5, 10)}
+                ),
+            )
+        }
+    )
+    inspected = with_inspection(site, InspectedFacts(date(2027, 3, 1), (("check_valve", True),)))
+    [record] = inspected.installation_history
+    assert (record.valid_from, record.valid_to) == (date(2025, 5, 1), date(2027, 2, 28))
+    on_day = inspected.installation_on(date(2027, 3, 1))
+    assert on_day.pipe_rigid is False and on_day.check_valve is True  # in force then + found
+    assert inspected.installation_on(date(2027, 2, 28)).check_valve is None

@@ -50,7 +50,11 @@ def _record(facts: Installation, first: date, last: date) -> InstallationRecord:
 
 
 def _records_before(site: SiteConfig, day: date) -> list[InstallationRecord]:
-    """The site's installation timeline up to the day before ``day``, as records."""
+    """The site's installation timeline up to the day before ``day``, as records.
+
+    A record in force on ``day`` ends the day before; a record starting on or after it
+    is superseded: what the inspector found is the installation from then on.
+    """
     history = site.installation_history
     out: list[InstallationRecord] = []
     for record in history:
