@@ -15,7 +15,7 @@ from typing import Any
 from alerts import AlertManager
 from alerts.channels.mqtt import MqttPublisher
 from alerts.config import AlertsConfig, load_alerts_config
-from gateway.cases.escalation import DeadlineWatch
+from gateway.cases.escalation import DeadlineWatch, has_order_step
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import CaseService
 from gateway.domain import Finding, FindingEvent, NotEvaluated
@@ -98,7 +98,7 @@ class Runtime:
             metrics=self.metrics,
             ingest=Ingest(self.source, self.pipeline),
             started_at=self.started_at,
-            **({} if self.cases is None else {"confirmations": self.cases}),
+            **({} if self.cases is None else {"confirmations": self.cases, "ledger": self.cases}),
         )
 
 
@@ -108,7 +108,7 @@ def _own_sites(settings: Settings, registry: SiteRegistry) -> SiteRegistry:
     if settings.mqtt_shard is None or settings.mqtt_shards <= 1:
         return registry
     partition = SitePartition(settings.mqtt_shard, settings.mqtt_shards)
-    return SiteRegistry([site for site in registry if partition.owns_site(site.id)])
+    return registry.subset(partition.owns_site)
 
 
 async def snapshot_context(
@@ -147,16 +147,15 @@ async def snapshot_context(
     )
 
 
-async def _case_service(
-    db: SqliteDatabase,
-    registry: SiteRegistry,
-    packs: dict[str, RulePack],
-    findings: FindingRepository,
-) -> CaseService:
-    """Enforcement cases (issue 16), their confirmations and waivers loaded."""
+async def _amended_registry(
+    db: SqliteDatabase, registry: SiteRegistry
+) -> tuple[SiteRegistry, CaseRepository]:
+    """The registry every stage reads: the file's sites with what enforcement cases
+    recorded since merged in at each read (waivers granted, installation facts
+    inspected; issue 16.3, 16.4), and the case repository that holds those records."""
     repo = CaseRepository(db)
-    await repo.open()
-    return CaseService(repo, registry, packs, findings=findings)
+    await repo.open()  # loads the confirmations, waivers and inspections
+    return registry.amended(repo), repo
 
 
 def _home_assistant(
@@ -205,12 +204,19 @@ def _alert_manager(
     config: AlertsConfig,
     publisher: MqttPublisher | None,
     packs: dict[str, RulePack],
+    cases: CaseRepository,
 ) -> AlertManager:
-    """The alert manager, with each pack's grace periods and winter season."""
+    """The alert manager, with each pack's grace periods and winter season, and the
+    cases' clock: the order date starts it, and a rule whose pack has an order step
+    reaches public works through its case deadlines (issue 15.7, 16.2)."""
 
     def grace_period(jurisdiction: str, rule_id: str) -> timedelta | None:
         pack = packs.get(jurisdiction)
         return pack.grace_period(rule_id) if pack is not None else None
+
+    def follows_case(jurisdiction: str, rule_id: str) -> bool:
+        pack = packs.get(jurisdiction)
+        return pack is not None and has_order_step(pack, rule_id)
 
     return AlertManager(
         db=db,
@@ -218,6 +224,8 @@ def _alert_manager(
         config=config,
         mqtt=publisher,
         grace_period=grace_period,
+        order_date=cases.order_date,
+        follows_case=follows_case,
         season_start=lambda jurisdiction: (
             packs[jurisdiction].season.start if jurisdiction in packs else DEFAULT_SEASON_START
         ),
@@ -293,9 +301,8 @@ async def _drain_bounded(pipeline: Pipeline, writer: BatchWriter) -> None:
         )
 
 
-@contextlib.asynccontextmanager
-async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
-    """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
+def _registry_and_packs(settings: Settings) -> tuple[SiteRegistry, dict[str, RulePack]]:
+    """The registry file and the rule packs, every site's jurisdiction among them."""
     registry = load_registry(settings.sites_file)
     packs = load_packs(settings.rule_packs_dir)
     unknown = sorted({s.jurisdiction for s in registry} - set(packs))
@@ -303,6 +310,13 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         raise ConfigError(
             f"sites name jurisdictions with no rule pack: {unknown}; have {sorted(packs)}"
         )
+    return registry, packs
+
+
+@contextlib.asynccontextmanager
+async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
+    """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
+    file_registry, packs = _registry_and_packs(settings)
     alerts_config = load_alerts_config(settings.alerts_file).with_secrets(
         smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
     )
@@ -311,6 +325,8 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         db = SqliteDatabase(settings.sqlite_file)
         await db.open()
         stack.push_async_callback(db.close)
+        # Built first: every stage below reads the sites through the cases' records.
+        registry, case_repo = await _amended_registry(db, file_registry)
         store = make_store(settings, db)
         await store.open()
         stack.push_async_callback(store.close)
@@ -321,7 +337,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             max_future_skew_s=settings.max_future_skew_s,
             max_age_s=settings.max_age_s,
             admission=Admission(
-                registry,
+                file_registry,  # nodes only: what cases amend does not matter here
                 open_enrolment=settings.open_enrolment,
                 rate_factor=settings.rate_limit_factor,
                 burst=settings.rate_limit_burst,
@@ -337,7 +353,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             ack=lambda tokens: source.ack(tokens),  # noqa: PLW0108 (late binding, see above)
         )
         publisher = await _alert_publisher(settings, alerts_config.mqtt.enabled, stack)
-        alerts = _alert_manager(db, registry, alerts_config, publisher, packs)
+        alerts = _alert_manager(db, registry, alerts_config, publisher, packs, case_repo)
         await alerts.open()
         stack.push_async_callback(alerts.close)
         findings = FindingRepository(db)
@@ -350,7 +366,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         )
         # Continue what was open before a restart instead of raising it again.
         engine.restore(await findings.open_findings())
-        cases = await _case_service(db, registry, packs, findings)
+        cases = CaseService(case_repo, registry, packs, findings=findings)
         ha = _home_assistant(settings, registry, engine)
         sinks = _finding_sinks(findings, alerts, store, state, packs, registry, ha)
         sinks.append(cases.on_events)  # episodes gather into enforcement cases
