@@ -18,7 +18,7 @@ from rich.console import Console
 from gateway.accounts.cli import user_app
 from gateway.cases.cli import case_app
 from gateway.examples import EXAMPLE_SITES, EXAMPLE_USERS
-from gateway.provision import provision, provision_gateway
+from gateway.provision import provision, provision_gateway, provision_homeassistant
 from gateway.reports.cli import report_app
 from gateway.rules import cli as rules_cli
 from gateway.settings import REPO_DIR, Settings, load_settings
@@ -257,6 +257,7 @@ app.add_typer(case_app, name="case")
 app.command("provision")(provision)
 app.add_typer(db_app, name="db")
 app.command("provision-gateway")(provision_gateway)
+app.command("provision-homeassistant")(provision_homeassistant)
 
 
 def _mount_simulator() -> None:
