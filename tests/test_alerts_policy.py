@@ -24,6 +24,7 @@ from alerts.render import format_evidence, render
 from gateway.domain import Severity
 from gateway.errors import ConfigError
 from gateway.registry.models import Contact
+from gateway.rules.pack import load_packs
 from gateway.settings import REPO_DIR
 
 CHICAGO = ZoneInfo("America/Chicago")
@@ -180,12 +181,24 @@ def _note(reason: Reason = Reason.OPENED) -> Notification:
 
 
 def test_the_rendered_message_carries_action_evidence_and_citation() -> None:
-    msg = render(_alert(), _note(Reason.ESCALATED), None, now=datetime.now(UTC))
+    ordinances = {pack.file: pack.title for pack in load_packs().values()}
+    msg = render(
+        _alert(), _note(Reason.ESCALATED), None, now=datetime.now(UTC), ordinances=ordinances
+    )
     assert msg.subject.startswith("[SumpWatch] Ordinance violation: WARNING:")
     assert "Move the outlet" in msg.text and "air temp: 23.0 °F" in msg.text
-    assert "000_86c7187f3bed6ca5.txt §(d)(1)" in msg.text
+    # People read the ordinance's title; the file name stays in the machine payload.
+    assert "Village of Edgar Sump Pump Ordinance §(d)(1)" in msg.text
+    assert "Village of Edgar Sump Pump Ordinance §(d)(1)" in msg.html
+    assert ".txt" not in msg.text and ".txt" not in msg.html
+    assert msg.payload["alert"]["citations"][0]["file"] == "000_86c7187f3bed6ca5.txt"
     assert "&lt;the&gt;" in msg.html and "<the>" in msg.text
     assert msg.payload["event"] == "escalated"
+
+
+def test_a_citation_of_a_text_no_pack_knows_is_named_as_an_ordinance_not_a_bare_file() -> None:
+    msg = render(_alert(), _note(), None, now=datetime.now(UTC))
+    assert "Ordinance 000_86c7187f3bed6ca5.txt §(d)(1)" in msg.text
 
 
 def test_the_email_message_id_is_derived_from_the_notification_id() -> None:
