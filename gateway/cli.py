@@ -141,6 +141,7 @@ def demo(
         signals_ignored,
         stop_stale_children,
     )
+    from gateway.web.inject import stop_injected
 
     _logging(verbose)
     os.umask(0o077)  # the demo's data dir, broker files and database: this user's only
@@ -210,6 +211,8 @@ def demo(
                 sim.wait(10)
             except subprocess.TimeoutExpired:
                 sim.kill()
+            # An admin's "inject scenario" replaces the simulator (docs/ui.md).
+            stop_injected(data_dir, sim.pid)
             broker.stop()
             forget_children(data_dir)
             console.print("demo stopped")
