@@ -24,6 +24,7 @@ from alerts.render import format_evidence, render
 from gateway.domain import Severity
 from gateway.errors import ConfigError
 from gateway.registry.models import Contact
+from gateway.rules.catalog import action_for
 from gateway.rules.pack import load_packs
 from gateway.settings import REPO_DIR
 
@@ -221,3 +222,11 @@ def test_an_old_webhook_timestamp_is_a_replay() -> None:
     body, stamp = b"{}", "1700000000"
     headers = {"X-SumpWatch-Timestamp": stamp, "X-SumpWatch-Signature": sign(b"k", stamp, body)}
     assert not verify(b"k", headers, body, now=lambda: 1700000000.0 + 3600)
+
+
+def test_the_action_an_alert_carries_names_the_ordinance_of_its_deadlines_not_its_file() -> None:
+    # "What to do" is in the e-mail too: its grace and waiver citations name the text.
+    edgar = load_packs()["edgar"]
+    action = action_for("sanitary_discharge", edgar)
+    assert "Under Village of Edgar Sump Pump Ordinance §(f)(1) a connection order" in action
+    assert ".txt" not in action
