@@ -40,7 +40,11 @@ def format_evidence(evidence: Mapping[str, Any], units: str) -> list[tuple[str, 
     lines = []
     for key, value in evidence.items():
         label, text = key.replace("_", " "), str(value)
-        if isinstance(value, float | int) and not isinstance(value, bool):
+        if isinstance(value, list | tuple | dict):
+            # A table (e.g. each pump cycle) is for machines: the JSON payload carries
+            # it and the dashboard charts it; a message printing its repr is unreadable.
+            text = f"{len(value)} recorded (on the dashboard)"
+        elif isinstance(value, float | int) and not isinstance(value, bool):
             for suffix, unit, us_unit, factor, offset in _UNITS:
                 if key.endswith(suffix):
                     label = key[: -len(suffix)].replace("_", " ")

@@ -142,6 +142,13 @@ def test_evidence_is_shown_in_the_contacts_units() -> None:
     assert format_evidence(evidence, "metric")[0] == ("level", "50.8 cm")
 
 
+def test_an_evidence_table_is_counted_in_the_message_not_printed_as_data() -> None:
+    cycles = [{"start": "2026-12-01T18:00:00+00:00", "outlet_l": 0.0}] * 3
+    assert format_evidence({"cycles": cycles}, "us") == [
+        ("cycles", "3 recorded (on the dashboard)")
+    ]
+
+
 def _alert() -> Alert:
     t = datetime(2026, 1, 15, 18, 0, tzinfo=UTC)
     return Alert(
