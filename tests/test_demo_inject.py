@@ -129,3 +129,16 @@ async def test_the_admin_injects_a_scenario_into_a_demo_home_and_its_finding_app
     children = json.loads((data / "demo-children.json").read_text())
     assert children["simulator"]["pid"] != before and not _alive(before)
     assert "--since" in children["simulator"]["cmdline"]
+
+
+def test_without_the_simulator_installed_the_injector_says_so_plainly(tmp_path: Path) -> None:
+    # A gateway installed without firmware_sim: Python's own way of making a package
+    # unimportable (None in sys.modules), in a fresh interpreter.
+    probe = (
+        "import sys; from pathlib import Path; sys.modules['firmware_sim'] = None; "
+        "from gateway.web.inject import availability, fault_scenarios; "
+        f"a = availability(Path({str(tmp_path)!r})); "
+        "print(a.ready, fault_scenarios(), a.reason)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("False {} The simulator (firmware_sim) is not installed")
