@@ -25,6 +25,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 from dataclasses import dataclass
@@ -41,6 +42,9 @@ LEAD = timedelta(minutes=15)
 CHILDREN_FILE = "demo-children.json"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_H = {"s": 1 / 3600, "m": 1 / 60, "h": 1.0, "d": 24.0}
+#: One injection at a time: two at once would both stop the same simulator and start
+#: two in its place.
+_ONE_AT_A_TIME = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,47 +210,58 @@ def _gone(pid: int) -> bool:
         return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
-def _record(
-    data_dir: Path, children: dict[str, Any], name: str, proc: subprocess.Popen[bytes]
-) -> None:
+def _record(data_dir: Path, children: dict[str, Any], name: str, args: list[str], pid: int) -> None:
     """Keep the demo's record true, so its exit (or a rerun after kill -9) stops this child."""
-    children[name] = {"pid": proc.pid, "cmdline": [str(a) for a in proc.args]}  # type: ignore[union-attr]
+    children[name] = {"pid": pid, "cmdline": args}
     (data_dir / CHILDREN_FILE).write_text(json.dumps(children))
 
 
 def inject(data_dir: Path, site_id: str, scenario: str, now: datetime | None = None) -> Injection:
     """Restart the demo's simulator with ``scenario``'s fault at ``site_id``."""
+    with _ONE_AT_A_TIME:
+        return _inject(data_dir, site_id, scenario, now or datetime.now(UTC))
+
+
+def _inject(data_dir: Path, site_id: str, scenario: str, now: datetime) -> Injection:
     state = availability(data_dir)
     if not state.ready:
         raise InjectRefused(state.reason)
+    # Only the listed scenarios by name: the form offers no path to a file of one's own.
+    if scenario not in fault_scenarios():
+        raise InjectRefused(f"no scenario with a faulty home is named {scenario!r}")
     children = _fleet(data_dir)
     assert children is not None
     cmdline: list[str] = list(children["simulator"]["cmdline"])
-    sites_file = Path(_option(cmdline, "--sites") or "")
-    ids = _site_ids(sites_file)
-    homes = int(_option(cmdline, "--homes") or len(ids))
-    if site_id not in ids[:homes]:
-        raise InjectRefused(f"site {site_id!r} is not one of the demo's simulated homes")
     backfill_h = max(_hours(_option(cmdline, "--backfill")), LEAD / timedelta(hours=1))
     chosen = tomllib.loads(_scenario_file(scenario).read_text())
     template = injected_template(chosen, backfill_h - LEAD / timedelta(hours=1))
-    fleet_file = _scenario_file(_option(cmdline, "--scenario") or "normal_summer")
-    fleet = fleet_with(tomllib.loads(fleet_file.read_text()), ids.index(site_id), template, homes)
-    folder = data_dir / "inject"
-    folder.mkdir(exist_ok=True)
-    written = folder / f"{site_id}-{chosen.get('name', scenario)}.toml"
-    written.write_text(tomli_w.dumps(fleet))
-    now = now or datetime.now(UTC)
+    written = _write_fleet(data_dir, cmdline, site_id, scenario, template)
     args = _replace_option(cmdline, "--scenario", str(written))
     args = _replace_option(args, "--backfill", f"{round(backfill_h * 3600)}s")
     args = _replace_option(args, "--since", now.isoformat())
     _stop(int(children["simulator"]["pid"]), cmdline)
     # The same interpreter and command the demo used: `python -m gateway.cli simulate`.
-    proc = subprocess.Popen([sys.executable, *args[1:]], stdin=subprocess.DEVNULL)
-    _record(data_dir, children, "simulator", proc)
-    return Injection(
-        site_id, str(chosen.get("name", scenario)), str(template["id"]), proc.pid, now - LEAD
-    )
+    args = [sys.executable, *args[1:]]
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL)
+    _record(data_dir, children, "simulator", args, proc.pid)
+    return Injection(site_id, scenario, str(template["id"]), proc.pid, now - LEAD)
+
+
+def _write_fleet(
+    data_dir: Path, cmdline: list[str], site_id: str, scenario: str, template: dict[str, Any]
+) -> Path:
+    """The fleet's scenario with ``template`` at ``site_id``, written to the data dir."""
+    ids = _site_ids(Path(_option(cmdline, "--sites") or ""))
+    homes = int(_option(cmdline, "--homes") or len(ids))
+    if site_id not in ids[:homes]:
+        raise InjectRefused(f"site {site_id!r} is not one of the demo's simulated homes")
+    fleet_file = _scenario_file(_option(cmdline, "--scenario") or "normal_summer")
+    fleet = fleet_with(tomllib.loads(fleet_file.read_text()), ids.index(site_id), template, homes)
+    folder = data_dir / "inject"
+    folder.mkdir(exist_ok=True)
+    written = folder / f"{site_id}-{scenario}.toml"
+    written.write_text(tomli_w.dumps(fleet))
+    return written
 
 
 def stop_injected(data_dir: Path, demo_simulator_pid: int) -> None:
