@@ -89,7 +89,10 @@ class AlertManager:
         season_start: SeasonStart | None = None,
         order_date: OrderDate | None = None,
         follows_case: FollowsCase | None = None,
+        ordinances: Mapping[str, str] | None = None,
     ) -> None:
+        """``ordinances``: each ordinance text's title by file (from the rule packs), so
+        messages name the ordinance, not its file (issue 20.3)."""
         self.db = db
         self.registry = registry
         self.config = config
@@ -109,7 +112,8 @@ class AlertManager:
             self.channels["mqtt"] = MqttChannel(self._mqtt, config.mqtt.qos)
         self.channels.update(channels or {})
         self.policy = Policy(config.flap_window, config.repeat_interval, config.repeat_max)
-        self.delivery = Delivery(db, registry, config, self.channels, clock)
+        self.ordinances: Mapping[str, str] = ordinances or {}
+        self.delivery = Delivery(db, registry, config, self.channels, clock, self.ordinances)
         self._wake = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -331,7 +335,14 @@ class AlertManager:
                 if alert is None:
                     continue
                 site = self.registry.get(n.site_id)
-                message = render(alert, n, site, public_url=self.config.public_url, now=now)
+                message = render(
+                    alert,
+                    n,
+                    site,
+                    public_url=self.config.public_url,
+                    now=now,
+                    ordinances=self.ordinances,
+                )
                 out.append((n, message.subject, message.text))
             return out
 

@@ -12,6 +12,7 @@ from jinja2 import Environment, select_autoescape
 
 from alerts.models import Alert, AlertState, Notification, OutgoingMessage, Reason
 from alerts.sites import SiteView
+from gateway.domain import Citation
 
 _REASON_PREFIX = {
     Reason.OPENED: "",
@@ -39,7 +40,11 @@ def format_evidence(evidence: Mapping[str, Any], units: str) -> list[tuple[str, 
     lines = []
     for key, value in evidence.items():
         label, text = key.replace("_", " "), str(value)
-        if isinstance(value, float | int) and not isinstance(value, bool):
+        if isinstance(value, list | tuple | dict):
+            # A table (e.g. each pump cycle) is for machines: the JSON payload carries
+            # it and the dashboard charts it; a message printing its repr is unreadable.
+            text = f"{len(value)} recorded (on the dashboard)"
+        elif isinstance(value, float | int) and not isinstance(value, bool):
             for suffix, unit, us_unit, factor, offset in _UNITS:
                 if key.endswith(suffix):
                     label = key[: -len(suffix)].replace("_", " ")
@@ -69,7 +74,7 @@ Evidence:
 {% for label, value in evidence %}  - {{ label }}: {{ value }}
 {% endfor %}{% endif %}{% if citations %}
 Ordinance:
-{% for c in citations %}  - {{ c.file }} §{{ c.section }}
+{% for c in citations %}  - {{ c.text }}
 {%- if c.quote %}: "{{ c.quote }}"{% endif %}
 {% endfor %}{% endif %}
 Alert {{ alert_id }}{% if link %} - {{ link }}{% endif %}
@@ -93,7 +98,7 @@ _HTML = """<!doctype html>
 {% for label, value in evidence %}<li>{{ label }}: {{ value }}</li>
 {% endfor %}</ul>{% endif %}
 {% if citations %}<h3>Ordinance</h3><ul>
-{% for c in citations %}<li>{{ c.file }} §{{ c.section }}{% if c.quote %}:
+{% for c in citations %}<li>{{ c.text }}{% if c.quote %}:
 <q>{{ c.quote }}</q>{% endif %}</li>
 {% endfor %}</ul>{% endif %}
 <p>Alert {{ alert_id }}{% if link %} - <a href="{{ link }}">{{ link }}</a>{% endif %}</p>
@@ -106,6 +111,19 @@ _ENV = Environment(autoescape=select_autoescape(default=True), keep_trailing_new
 _TEXT_ENV = Environment(autoescape=False, keep_trailing_newline=True)
 _TEXT_T = _TEXT_ENV.from_string(_TEXT)
 _HTML_T = _ENV.from_string(_HTML)
+
+
+def citations_for_people(
+    citations: Iterable[Mapping[str, str]], ordinances: Mapping[str, str]
+) -> list[dict[str, str]]:
+    """Each citation's words for a message: "<ordinance title> §<section>" and its
+    quote. ``ordinances`` maps an ordinance text's file to its pack's title; the file
+    name itself stays in the JSON payload only (issue 20.3)."""
+    out = []
+    for c in citations:
+        cite = Citation(c.get("file", ""), c.get("section", ""), c.get("quote", ""))
+        out.append({"text": cite.cited(ordinances.get(cite.file)), "quote": cite.quote})
+    return out
 
 
 def _local(ts: datetime | None, tz: ZoneInfo) -> str:
@@ -165,8 +183,10 @@ def render(
     *,
     public_url: str | None = None,
     now: datetime,
+    ordinances: Mapping[str, str] | None = None,
 ) -> OutgoingMessage:
-    """Render one notification of one alert for its channel."""
+    """Render one notification of one alert for its channel (``ordinances``: the
+    title of each ordinance text by file, see :func:`citations_for_people`)."""
     tz = site.tz if site is not None else ZoneInfo("UTC")
     site_name = site.name if site is not None else alert.site_id
     link = f"{public_url.rstrip('/')}/alerts/{alert.id}" if public_url else ""
@@ -190,7 +210,7 @@ def render(
         "resolve_note": alert.resolve_note or "",
         "action": alert.action,
         "evidence": format_evidence(alert.evidence, notification.units),
-        "citations": alert.citations,
+        "citations": citations_for_people(alert.citations, ordinances or {}),
         "alert_id": alert.id,
         "link": link,
         "ack_hint": ack_hint,

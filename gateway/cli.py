@@ -20,7 +20,7 @@ from rich.console import Console
 from gateway.accounts.cli import user_app
 from gateway.cases.cli import case_app
 from gateway.examples import EXAMPLE_SITES, EXAMPLE_USERS
-from gateway.provision import provision, provision_gateway
+from gateway.provision import provision, provision_gateway, provision_homeassistant
 from gateway.reports.cli import report_app
 from gateway.rules import cli as rules_cli
 from gateway.settings import REPO_DIR, Settings, load_settings
@@ -161,6 +161,7 @@ def demo(
         signals_ignored,
         stop_stale_children,
     )
+    from gateway.web.inject import stop_injected
 
     _logging(verbose)
     os.umask(0o077)  # the demo's data dir, broker files and database: this user's only
@@ -231,6 +232,8 @@ def demo(
                 sim.wait(10)
             except subprocess.TimeoutExpired:
                 sim.kill()
+            # An admin's "inject scenario" replaces the simulator (docs/ui.md).
+            stop_injected(data_dir, sim.pid)
             broker.stop()
             forget_children(data_dir)
             console.print("demo stopped")
@@ -278,6 +281,7 @@ app.add_typer(case_app, name="case")
 app.command("provision")(provision)
 app.add_typer(db_app, name="db")
 app.command("provision-gateway")(provision_gateway)
+app.command("provision-homeassistant")(provision_homeassistant)
 
 
 def _mount_simulator() -> None:

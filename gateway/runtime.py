@@ -229,6 +229,7 @@ def _alert_manager(
         season_start=lambda jurisdiction: (
             packs[jurisdiction].season.start if jurisdiction in packs else DEFAULT_SEASON_START
         ),
+        ordinances={pack.file: pack.title for pack in packs.values()},
     )
 
 

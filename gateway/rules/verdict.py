@@ -107,6 +107,8 @@ class Verdict:
     spells: tuple[Spell, ...]
     next_step: FirstStep | None = None
     next_step_reason: str = ""
+    #: The ordinance's title (the pack's display name), for citations in the sentence.
+    ordinance: str = ""
 
     def _spells(self, status: SpellStatus) -> tuple[Spell, ...]:
         return tuple(s for s in self.spells if s.status == status)
@@ -431,7 +433,9 @@ def site_verdict(
         status = VerdictStatus.NOT_CHECKED
     else:
         status = VerdictStatus.COMPLIANT
-    return Verdict(site.id, as_of, status, pack.name.split(":")[0], audit, spells, step, reason)
+    return Verdict(
+        site.id, as_of, status, pack.name.split(":")[0], audit, spells, step, reason, pack.title
+    )
 
 
 def confirmations_for(
@@ -536,6 +540,6 @@ def _sentence(v: Verdict, audience: Audience) -> str:
     if staff and v.next_step is not None:
         step = v.next_step
         deadline = f" ({step.deadline_days} days)" if step.deadline_days else ""
-        cite = f" [{step.citation}]" if step.citation else ""
+        cite = f" [{step.citation.cited(v.ordinance or None)}]" if step.citation else ""
         text += f" First step: {step.step}{deadline}: {step.summary}{cite}."
     return text
