@@ -13,6 +13,7 @@ from jinja2 import Environment, select_autoescape
 from alerts.models import Alert, AlertState, Notification, OutgoingMessage, Reason
 from alerts.sites import SiteView
 from gateway.domain import Citation
+from gateway.units import UNIT_SYSTEMS, UnitSystem, fmt, parse_unit_system
 
 _REASON_PREFIX = {
     Reason.OPENED: "",
@@ -23,39 +24,44 @@ _REASON_PREFIX = {
     Reason.STATE: "",
 }
 
-# (suffix, unit, us unit, factor, offset): evidence keys carry their unit as a suffix.
-_UNITS: tuple[tuple[str, str, str, float, float], ...] = (
-    ("_cm", "cm", "in", 1 / 2.54, 0.0),
-    ("_m", "m", "ft", 3.28084, 0.0),
-    ("_lpm", "L/min", "gal/min", 0.264172, 0.0),
-    ("_kpa", "kPa", "psi", 0.145038, 0.0),
-    ("_c", "°C", "°F", 1.8, 32.0),
-    ("_a", "A", "A", 1.0, 0.0),
-    ("_s", "s", "s", 1.0, 0.0),
-)
+#: Evidence keys carry their stored unit as a suffix (``level_cm``, ``elsewhere_l``):
+#: suffix -> the quantity gateway.units converts, the one place a number's reading is
+#: decided for pages, reports and messages alike.
+_QUANTITY_OF_SUFFIX = {
+    "_lpm": "flow",
+    "_kpa": "pressure",
+    "_cm": "level",
+    "_ft": "distance",
+    "_c": "temperature",
+    "_l": "volume",
+}
+#: Suffixes whose unit reads the same in both systems.
+_PLAIN_SUFFIX = {"_a": "A", "_s": "s"}
+
+
+def _measure(key: str, value: float, units: UnitSystem) -> tuple[str, str] | None:
+    for suffix, quantity in _QUANTITY_OF_SUFFIX.items():
+        if key.endswith(suffix):
+            return key[: -len(suffix)].replace("_", " "), fmt(quantity, float(value), units)
+    for suffix, unit in _PLAIN_SUFFIX.items():
+        if key.endswith(suffix):
+            return key[: -len(suffix)].replace("_", " "), f"{value:.1f} {unit}"
+    return None
 
 
 def format_evidence(evidence: Mapping[str, Any], units: str) -> list[tuple[str, str]]:
-    """Evidence as (label, value) lines, converted to US units when ``units == "us"``."""
+    """Evidence as (label, value) lines, in the contact's units (US unless "metric")."""
+    system = parse_unit_system(units) if units in UNIT_SYSTEMS else "us"
     lines = []
     for key, value in evidence.items():
-        label, text = key.replace("_", " "), str(value)
+        line = (key.replace("_", " "), str(value))
         if isinstance(value, list | tuple | dict):
             # A table (e.g. each pump cycle) is for machines: the JSON payload carries
             # it and the dashboard charts it; a message printing its repr is unreadable.
-            text = f"{len(value)} recorded (on the dashboard)"
+            line = (line[0], f"{len(value)} recorded (on the dashboard)")
         elif isinstance(value, float | int) and not isinstance(value, bool):
-            for suffix, unit, us_unit, factor, offset in _UNITS:
-                if key.endswith(suffix):
-                    label = key[: -len(suffix)].replace("_", " ")
-                    if units == "us":
-                        text = f"{value * factor + offset:.1f} {us_unit}"
-                    else:
-                        text = f"{value:.1f} {unit}"
-                    break
-            else:
-                text = f"{value:g}"
-        lines.append((label, text))
+            line = _measure(key, value, system) or (line[0], f"{value:g}")
+        lines.append(line)
     return lines
 
 

@@ -132,14 +132,23 @@ def test_no_routing_file_means_defaults() -> None:
 
 
 def test_evidence_is_shown_in_the_contacts_units() -> None:
-    evidence = {"level_cm": 50.8, "pipe_temp_c": -2.0, "flow_lpm": 0.0, "starts": 14}
+    evidence = {
+        "level_cm": 50.8,
+        "pipe_temp_c": -2.0,
+        "flow_lpm": 0.0,
+        "elsewhere_l": 114.9,
+        "starts": 14,
+    }
+    # The same readings the pages give (gateway.units), litres included.
     assert format_evidence(evidence, "us") == [
         ("level", "20.0 in"),
-        ("pipe temp", "28.4 °F"),
-        ("flow", "0.0 gal/min"),
+        ("pipe temp", "28°F"),
+        ("flow", "0.0 gpm"),
+        ("elsewhere", "30 gal"),
         ("starts", "14"),
     ]
-    assert format_evidence(evidence, "metric")[0] == ("level", "50.8 cm")
+    assert format_evidence(evidence, "metric")[:2] == [("level", "51 cm"), ("pipe temp", "-2.0°C")]
+    assert format_evidence(evidence, "metric")[3] == ("elsewhere", "115 L")
 
 
 def test_an_evidence_table_is_counted_in_the_message_not_printed_as_data() -> None:
@@ -194,7 +203,7 @@ def test_the_rendered_message_carries_action_evidence_and_citation() -> None:
         _alert(), _note(Reason.ESCALATED), None, now=datetime.now(UTC), ordinances=ordinances
     )
     assert msg.subject.startswith("[SumpWatch] Ordinance violation: WARNING:")
-    assert "Move the outlet" in msg.text and "air temp: 23.0 °F" in msg.text
+    assert "Move the outlet" in msg.text and "air temp: 23°F" in msg.text
     # People read the ordinance's title; the file name stays in the machine payload.
     assert "Village of Edgar Sump Pump Ordinance §(d)(1)" in msg.text
     assert "Village of Edgar Sump Pump Ordinance §(d)(1)" in msg.html
