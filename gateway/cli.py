@@ -23,7 +23,7 @@ from gateway.examples import EXAMPLE_SITES, EXAMPLE_USERS
 from gateway.provision import provision, provision_gateway, provision_homeassistant
 from gateway.reports.cli import report_app
 from gateway.rules import cli as rules_cli
-from gateway.settings import REPO_DIR, Settings, load_settings
+from gateway.settings import Settings, load_settings
 from gateway.state.cli import db_app
 
 app = typer.Typer(
@@ -261,9 +261,9 @@ def _resume_after(data_dir: Path) -> list[str]:
 
 @app.command()
 def schema(
-    out: Annotated[Path, typer.Option(help="Where to write it")] = REPO_DIR
-    / "docs"
-    / "telemetry.schema.json",
+    # The current folder, not the source tree: an installed wheel has no docs/
+    # (in a checkout: --out docs/telemetry.schema.json).
+    out: Annotated[Path, typer.Option(help="Where to write it")] = Path("telemetry.schema.json"),
 ) -> None:
     """Write the telemetry payload JSON Schema (generated from the pydantic models)."""
     from gateway.contract import json_schema

@@ -16,14 +16,15 @@ from rich.console import Console
 from rich.table import Table
 
 from gateway.errors import SumpWatchError
+from gateway.examples import EXAMPLE_SITES
 from gateway.registry.models import load_registry
 from gateway.rules.audit import audit_sites
 from gateway.rules.pack import load_packs
 from gateway.rules.replay import replay_file
 from gateway.rules.serialize import citation_json, event_json, finding_json
-from gateway.settings import REPO_DIR
 
-DEFAULT_SITES = REPO_DIR / "deploy" / "sites.example.toml"
+#: The demo registry, shipped as package data (an installed wheel has no deploy/).
+DEFAULT_SITES = EXAMPLE_SITES
 
 SitesOpt = Annotated[Path, typer.Option("--sites", help="Site registry TOML")]
 PacksOpt = Annotated[
