@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -23,7 +22,7 @@ from alerts.policy import backoff_delay
 from alerts.render import render, site_state
 from alerts.sites import Sites
 from gateway.errors import NotFound
-from gateway.state.database import Database
+from gateway.state.database import Connection, Database
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +85,13 @@ class Delivery:
         await asyncio.gather(*(deliver(c) for c in claimed))
         return len(claimed)
 
-    def _claim(self, conn: sqlite3.Connection, now: datetime) -> list[Claimed]:
-        taken = outbox.claim(conn, now, self.config.max_concurrent_sends * 4)
+    def _claim(self, conn: Connection, now: datetime) -> list[Claimed]:
+        taken = outbox.claim(
+            conn,
+            now,
+            self.config.max_concurrent_sends * 4,
+            skip_locked=self.db.dialect == "postgresql",
+        )
         site_cache: dict[str, tuple[Alert, ...]] = {}
         claimed = []
         for n, attempt_id in taken:
@@ -121,7 +125,7 @@ class Delivery:
             log.exception("alerts: channel %s raised", n.channel)
             return DeliveryResult(False, f"channel error: {exc!r}")
 
-    def _record(self, conn: sqlite3.Connection, item: Claimed, result: DeliveryResult) -> None:
+    def _record(self, conn: Connection, item: Claimed, result: DeliveryResult) -> None:
         now = self._clock()
         n = item.notification
         give_up = result.permanent or n.attempts >= self.config.retry.max_attempts
