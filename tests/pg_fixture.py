@@ -43,10 +43,15 @@ class PgCluster:
         return f"postgresql://{self.user}@{self.host}:{self.port}/{database}"
 
     def create_database(self) -> str:
-        """A new, empty database; its name."""
+        """A new, empty database; its name. Its default collation is ICU's en-US, as
+        on a typical production server, not the cluster's C: the schema must not
+        depend on the byte order a C locale would give for free."""
         name = f"t_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"'.encode())
+            conn.execute(
+                f'CREATE DATABASE "{name}" TEMPLATE template0 LOCALE_PROVIDER icu'
+                " ICU_LOCALE 'en-US'".encode()
+            )
         return name
 
     def drop_database(self, name: str) -> None:
