@@ -32,8 +32,9 @@ from gateway.rules.engine import RulesEngine
 from gateway.rules.pack import DEFAULT_SEASON_START, RulePack, load_packs
 from gateway.services import Ingest, Services
 from gateway.settings import Settings
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import Database, SqliteDatabase
 from gateway.state.deadletters import StateRepository
+from gateway.state.factory import state_database
 from gateway.state.findings import FindingRepository
 from gateway.state.snapshots import (
     SnapshotContext,
@@ -75,6 +76,8 @@ class Runtime:
     extras: dict[str, Any] = field(default_factory=dict)
     home_assistant: HomeAssistantBridge | None = None
     cases: CaseService | None = None  # enforcement cases (issue 16)
+    #: The state database when it is not ``db`` (``state_url``: PostgreSQL).
+    state_db: Database | None = None
 
     @property
     def writer(self) -> BatchWriter:
@@ -90,6 +93,7 @@ class Runtime:
             packs=self.packs,
             store=self.store,
             db=self.db,
+            state_db=self.state_db,
             findings=self.findings,
             alerts=self.alerts,
             state=self.state,
@@ -145,8 +149,36 @@ async def snapshot_context(
     )
 
 
+async def _open_store(
+    settings: Settings, stack: contextlib.AsyncExitStack
+) -> tuple[SqliteDatabase, TimeSeriesStore]:
+    """The SQLite file and the time-series store on it (or on InfluxDB), closed with
+    ``stack``."""
+    db = SqliteDatabase(settings.sqlite_file)
+    await db.open()
+    stack.push_async_callback(db.close)
+    store = make_store(settings, db)
+    await store.open()
+    stack.push_async_callback(store.close)
+    return db, store
+
+
+async def _state_database(
+    settings: Settings, db: SqliteDatabase, stack: contextlib.AsyncExitStack
+) -> Database:
+    """The state database: ``db`` itself, or PostgreSQL when ``state_url`` is set (the
+    SQLite file then holds only the time-series store's tables)."""
+    if settings.state_url is None:
+        return db
+    state_db = state_database(settings.sqlite_file, settings.state_url)
+    await state_db.open()
+    stack.push_async_callback(state_db.close)
+    log.info("state: in %s", state_db.label)
+    return state_db
+
+
 async def _case_service(
-    db: SqliteDatabase,
+    db: Database,
     registry: SiteRegistry,
     packs: dict[str, RulePack],
     findings: FindingRepository,
@@ -198,7 +230,7 @@ async def _alert_publisher(
 
 
 def _alert_manager(
-    db: SqliteDatabase,
+    db: Database,
     registry: SiteRegistry,
     config: AlertsConfig,
     publisher: MqttPublisher | None,
@@ -292,13 +324,9 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
     )
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: docs/security.md
     async with contextlib.AsyncExitStack() as stack:
-        db = SqliteDatabase(settings.sqlite_file)
-        await db.open()
-        stack.push_async_callback(db.close)
-        store = make_store(settings, db)
-        await store.open()
-        stack.push_async_callback(store.close)
-        state = StateRepository(db)
+        db, store = await _open_store(settings, stack)
+        state_db = await _state_database(settings, db, stack)
+        state = StateRepository(state_db)
         await state.open()
         metrics = Metrics()
         validator = Validator(
@@ -321,10 +349,10 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             ack=lambda tokens: source.ack(tokens),  # noqa: PLW0108 (late binding, see above)
         )
         publisher = await _alert_publisher(settings, alerts_config.mqtt.enabled, stack)
-        alerts = _alert_manager(db, registry, alerts_config, publisher, packs)
+        alerts = _alert_manager(state_db, registry, alerts_config, publisher, packs)
         await alerts.open()
         stack.push_async_callback(alerts.close)
-        findings = FindingRepository(db)
+        findings = FindingRepository(state_db)
         await findings.open()
         engine = RulesEngine(
             _own_sites(settings, registry),
@@ -334,7 +362,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         )
         # Continue what was open before a restart instead of raising it again.
         engine.restore(await findings.open_findings())
-        cases = await _case_service(db, registry, packs, findings)
+        cases = await _case_service(state_db, registry, packs, findings)
         ha = _home_assistant(settings, registry, engine)
         sinks = _finding_sinks(findings, alerts, store, state, packs, registry, ha)
         sinks.append(cases.on_events)  # episodes gather into enforcement cases
@@ -366,6 +394,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             alerts,
             home_assistant=ha,
             cases=cases,
+            state_db=None if state_db is db else state_db,
         )
 
         async with asyncio.TaskGroup() as tg:

@@ -30,8 +30,7 @@ ConfigOpt = Annotated[
 
 
 def _state_database(settings: Settings) -> Database:
-    url = settings.state_url
-    return state_database(settings.sqlite_file, None if url is None else url.get_secret_value())
+    return state_database(settings.sqlite_file, settings.state_url)
 
 
 async def _upgrade(db: Database, target: int | None) -> migrations.UpgradeResult:

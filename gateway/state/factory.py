@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import SecretStr
+
 from gateway.state.database import Database, SqliteDatabase
 from gateway.state.postgres import PostgresDatabase
 
 
-def state_database(sqlite_file: Path, url: str | None = None) -> Database:
+def state_database(sqlite_file: Path, url: SecretStr | str | None = None) -> Database:
     """The (unopened) state database: PostgreSQL at ``url``, else ``sqlite_file``."""
+    if isinstance(url, SecretStr):
+        url = url.get_secret_value()
     if url is not None:
         return PostgresDatabase(url)
     return SqliteDatabase(sqlite_file)
