@@ -47,18 +47,40 @@ class Delivery:
         config: AlertsConfig,
         channels: Mapping[str, Channel],
         clock: Callable[[], datetime],
+        *,
+        owner: str = "gateway",
     ) -> None:
         self.db = db
+        #: Who claims (the gateway's client id): a gateway restarted with the same id
+        #: takes its own interrupted claims back at once, not after their lease.
+        self.owner = owner
         self.sites = sites
         self.config = config
         self.channels = channels
         self._clock = clock
         self._in_flight: set[str] = set()
 
+    @property
+    def _shared(self) -> bool:
+        """True when other gateways may claim from the same outbox (PostgreSQL)."""
+        return self.db.dialect == "postgresql"
+
     async def recover(self) -> int:
-        """Requeue deliveries a crash left in ``sending``; returns how many."""
+        """At start: requeue deliveries a crash left in ``sending``; returns how many.
+        With a shared outbox only this gateway's own and those whose claim ran out:
+        the rest are in flight at another gateway."""
+        now, shared = self._clock(), self._shared
+        owner = self.owner if shared else None
+        return await self.db.write(
+            lambda conn: outbox.recover_interrupted(conn, now, owner=owner, skip_locked=shared)
+        )
+
+    async def _recover_expired(self) -> None:
+        """A dead gateway's claims, once they have run out (shared outbox only)."""
         now = self._clock()
-        return await self.db.write(lambda conn: outbox.recover_interrupted(conn, now))
+        await self.db.write(
+            lambda conn: outbox.recover_interrupted(conn, now, owner="", skip_locked=True)
+        )
 
     async def close(self) -> None:
         """Put deliveries cut short by cancellation back in the queue."""
@@ -71,6 +93,8 @@ class Delivery:
     async def run_once(self) -> int:
         """Send what is due now. Returns the sends made."""
         now = self._clock()
+        if self._shared:
+            await self._recover_expired()
         claimed = await self.db.write(lambda conn: self._claim(conn, now))
         if not claimed:
             return 0
@@ -90,7 +114,8 @@ class Delivery:
             conn,
             now,
             self.config.max_concurrent_sends * 4,
-            skip_locked=self.db.dialect == "postgresql",
+            skip_locked=self._shared,
+            owner=self.owner,
         )
         site_cache: dict[str, tuple[Alert, ...]] = {}
         claimed = []

@@ -82,6 +82,7 @@ class AlertManager:
         grace_period: GracePeriod | None = None,
         channels: Mapping[str, Channel] | None = None,
         season_start: SeasonStart | None = None,
+        owner: str = "gateway",
     ) -> None:
         self.db = db
         self.registry = registry
@@ -100,7 +101,7 @@ class AlertManager:
             self.channels["mqtt"] = MqttChannel(self._mqtt, config.mqtt.qos)
         self.channels.update(channels or {})
         self.policy = Policy(config.flap_window, config.repeat_interval, config.repeat_max)
-        self.delivery = Delivery(db, registry, config, self.channels, clock)
+        self.delivery = Delivery(db, registry, config, self.channels, clock, owner=owner)
         self._wake = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from alerts.lifecycle import SYSTEM, AlertHistoryRow, HistoryEntry, Notified, Step, Tracked
@@ -27,6 +27,10 @@ from alerts.models import (
 from alerts.policy import Target
 from gateway.domain import Finding, Severity
 from gateway.state.database import Connection, Row
+
+#: How long a claimed notification stays with its claimer before another gateway
+#: may take it back (the alert config's send timeout is far shorter).
+CLAIM_LEASE = timedelta(minutes=10)
 
 
 def ts(value: datetime) -> str:
@@ -423,19 +427,44 @@ def state_publish_pending(conn: Connection, topic: str) -> bool:
 # -- delivery bookkeeping ----------------------------------------------------------------
 
 
-def recover_interrupted(conn: Connection, now: datetime) -> int:
-    """After a crash: close open attempts and put 'sending' rows back to 'pending'."""
-    conn.execute(
+def recover_interrupted(
+    conn: Connection, now: datetime, *, owner: str | None = None, skip_locked: bool = False
+) -> int:
+    """After a crash: close open attempts and put 'sending' rows back to 'pending'.
+
+    ``owner`` None: every such row (a lone gateway). With gateways sharing the outbox,
+    only rows whose claim has run out (``next_attempt_at``, see :func:`claim`) or
+    that ``owner`` claimed (its open attempt says so); the others are in flight at
+    a gateway that is alive. ``owner=""``: expired claims only. ``skip_locked`` (as
+    in :func:`claim`): rows another gateway is claiming or recovering are left to it."""
+    args: tuple[str, ...] = ()
+    sending = "status = 'sending'"
+    if owner is not None:
+        sending += (
+            " AND (next_attempt_at < ? OR id IN (SELECT notification_id FROM delivery_attempts"
+            " WHERE finished_at IS NULL AND detail = ?))"
+        )
+        args = (ts(now), _claimed_by(owner))
+    # Chosen first: closing the attempts below changes what the condition sees.
+    lock = " FOR UPDATE SKIP LOCKED" if skip_locked else ""
+    rows = conn.execute(f"SELECT id FROM notifications WHERE {sending}{lock}", args)
+    ids = [r[0] for r in rows]
+    conn.executemany(
         "UPDATE delivery_attempts SET finished_at = ?, ok = 0, "
         "detail = 'interrupted: outcome unknown, will retry' "
-        "WHERE finished_at IS NULL",
-        (ts(now),),
+        "WHERE finished_at IS NULL AND notification_id = ?",
+        [(ts(now), i) for i in ids],
     )
-    cur = conn.execute(
-        "UPDATE notifications SET status = 'pending', next_attempt_at = ? WHERE status = 'sending'",
-        (ts(now),),
+    conn.executemany(
+        "UPDATE notifications SET status = 'pending', next_attempt_at = ? WHERE id = ?",
+        [(ts(now), i) for i in ids],
     )
-    return cur.rowcount
+    return len(ids)
+
+
+def _claimed_by(owner: str) -> str:
+    """An open attempt's detail: who holds the claim (replaced by the outcome)."""
+    return f"claimed by {owner}"
 
 
 def requeue(conn: Connection, ids: Sequence[str], now: datetime) -> None:
@@ -454,14 +483,25 @@ def requeue(conn: Connection, ids: Sequence[str], now: datetime) -> None:
 
 
 def claim(
-    conn: Connection, now: datetime, limit: int, *, skip_locked: bool = False
+    conn: Connection,
+    now: datetime,
+    limit: int,
+    *,
+    skip_locked: bool = False,
+    lease: timedelta = CLAIM_LEASE,
+    owner: str = "gateway",
 ) -> list[tuple[Notification, int]]:
     """Mark due notifications 'sending' and open an attempt for each (before sending).
 
     On SQLite the write transaction already excludes every other claimer. On
     PostgreSQL (``skip_locked``) gateways on several hosts claim at once: each locks
     the rows it takes and passes over rows another holds, so every notification is
-    claimed (and sent) by one gateway, and none waits for another's batch."""
+    claimed (and sent) by one gateway, and none waits for another's batch.
+
+    A 'sending' row's ``next_attempt_at`` is when its claim runs out (``now + lease``,
+    longer than any send may take): past it, the claimer is presumed dead and any
+    gateway may put the row back (:func:`recover_interrupted`). The open attempt
+    names ``owner``, so the same gateway restarted takes its own claims back at once."""
     stamp = ts(now)
     rows = conn.execute(
         "SELECT * FROM notifications WHERE status = 'pending' AND next_attempt_at <= ?"
@@ -473,13 +513,14 @@ def claim(
         n = notification_from_row(row)
         attempt = n.attempts + 1
         conn.execute(
-            "UPDATE notifications SET status = 'sending', attempts = ? WHERE id = ?",
-            (attempt, n.id),
+            "UPDATE notifications SET status = 'sending', attempts = ?, next_attempt_at = ?"
+            " WHERE id = ?",
+            (attempt, ts(now + lease), n.id),
         )
         opened = conn.execute(
-            "INSERT INTO delivery_attempts (notification_id, attempt, started_at)"
-            " VALUES (?, ?, ?) RETURNING id",
-            (n.id, attempt, stamp),
+            "INSERT INTO delivery_attempts (notification_id, attempt, started_at, detail)"
+            " VALUES (?, ?, ?, ?) RETURNING id",
+            (n.id, attempt, stamp, _claimed_by(owner)),
         ).fetchone()
         sending = replace(n, status=NotificationStatus.SENDING, attempts=attempt)
         claimed.append((sending, int(opened[0])))

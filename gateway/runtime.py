@@ -350,6 +350,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         )
         publisher = await _alert_publisher(settings, alerts_config.mqtt.enabled, stack)
         alerts = _alert_manager(state_db, registry, alerts_config, publisher, packs)
+        alerts.delivery.owner = gateway_client_id(settings)  # whose claims (shared outbox)
         await alerts.open()
         stack.push_async_callback(alerts.close)
         findings = FindingRepository(state_db)
