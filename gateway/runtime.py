@@ -36,6 +36,7 @@ from gateway.state.database import Database, SqliteDatabase
 from gateway.state.deadletters import StateRepository
 from gateway.state.factory import state_database
 from gateway.state.findings import FindingRepository
+from gateway.state.locks import run_exclusively
 from gateway.state.snapshots import (
     SnapshotContext,
     events_to_snapshot,
@@ -404,18 +405,30 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                 tg.create_task(pipeline.run_sinks(), name="finding-sinks"),
                 tg.create_task(pipeline.run_ticks(), name="detector-ticks"),
                 tg.create_task(alerts.run(), name="alert-delivery"),
+                # Per gateway, even with others: each rolls up the minutes it wrote
+                # (their dirty marks are in its own SQLite file).
                 tg.create_task(refresh_forever(store, settings.rollup_interval_s), name="rollups"),
                 tg.create_task(source.run(), name="mqtt-source"),
-                # Due and overdue case deadlines become public-works alerts (issue 16).
-                tg.create_task(DeadlineWatch(cases, alerts.on_events).run(), name="case-deadlines"),
+                # Due and overdue case deadlines become public-works alerts (issue 16);
+                # on one gateway at a time when several share the state.
+                tg.create_task(
+                    run_exclusively(
+                        state_db, "case-deadlines", DeadlineWatch(cases, alerts.on_events).run
+                    ),
+                    name="case-deadlines",
+                ),
             ]
             if ha is not None:
                 tasks.append(tg.create_task(ha.run(), name="home-assistant"))
             if settings.report_schedule:
                 tasks.append(
                     tg.create_task(
-                        run_report_schedule(
-                            sources_from_services(runtime.services), settings.reports_folder
+                        run_exclusively(
+                            state_db,
+                            "report-schedule",
+                            lambda: run_report_schedule(
+                                sources_from_services(runtime.services), settings.reports_folder
+                            ),
                         ),
                         name="report-schedule",
                     )
