@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from gateway.cli import app
-from gateway.errors import StoreError
+from gateway.errors import StoreError, StoreUnavailable
 from gateway.settings import Settings
 from gateway.state import migrations
 from gateway.state.database import Database, SqliteDatabase
@@ -175,3 +175,25 @@ def test_the_database_label_never_shows_the_password() -> None:
 def test_placeholders_become_psycopgs_and_literals_stay_as_written() -> None:
     sql = "SELECT '?', \"a?\" FROM t WHERE x = ? AND y LIKE '5%' AND z = ?"
     assert to_pyformat(sql) == "SELECT '?', \"a?\" FROM t WHERE x = %s AND y LIKE '5%%' AND z = %s"
+
+
+async def test_a_dropped_session_fails_one_write_as_unavailable_then_reconnects(
+    pg_url: str,
+) -> None:
+    db = PostgresDatabase(pg_url)
+    await db.open()
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        # What a server restart or a failover does to every open session.
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid != pg_backend_pid()"
+        )
+    insert = "INSERT INTO node_status VALUES ('elm-12', 'pit', 1, 0)"
+    with pytest.raises(StoreUnavailable):
+        await db.write(lambda conn: conn.execute(insert))
+    await db.write(lambda conn: conn.execute(insert))  # reconnected
+    assert (
+        await db.read(lambda conn: conn.execute("SELECT COUNT(*) FROM node_status").fetchone()[0])
+        == 1
+    )
+    await db.close()
