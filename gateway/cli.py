@@ -76,9 +76,16 @@ def gateway(
             "(repeat; default none)"
         ),
     ] = None,
+    no_api: Annotated[
+        bool,
+        typer.Option(
+            "--no-api",
+            help="Ingestion only: no HTTP (web servers elsewhere share its PostgreSQL state)",
+        ),
+    ] = False,
     verbose: bool = False,
 ) -> None:
-    """Run the ingestion gateway with its HTTP API (one process)."""
+    """Run the ingestion gateway with its HTTP API (one process), or without it."""
     from gateway.accounts.secret import resolve_secret_key
     from gateway.errors import ConfigError
 
@@ -92,6 +99,9 @@ def gateway(
         api_port=api_port,
         trusted_proxies=trusted_proxy or None,
     )
+    if no_api:
+        _ingest_only(settings)
+        return
     if settings.auth_enabled:
         try:
             resolve_secret_key(settings)
@@ -99,6 +109,16 @@ def gateway(
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from exc
     serve(settings)
+
+
+def _ingest_only(settings: Settings) -> None:
+    """``gateway --no-api``: no sessions to sign, so no secret key is needed."""
+    import asyncio
+
+    from gateway.runtime import run_until_signalled
+
+    os.umask(0o077)  # as serve(): the files it writes are its user's only
+    asyncio.run(run_until_signalled(settings))
 
 
 def _port_free(port: int) -> bool:

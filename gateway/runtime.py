@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -441,3 +442,15 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                 for task in reversed(tasks):
                     task.cancel()
         log.info("gateway stopped; %d readings stored this run", metrics.stored)
+
+
+async def run_until_signalled(settings: Settings) -> None:
+    """Ingestion without HTTP (``sumpwatch gateway --no-api``): the gateway's loops
+    until SIGINT or SIGTERM, then the same ordered shutdown as with the API."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with run_gateway(settings):
+        log.info("gateway running without its HTTP API")
+        await stop.wait()
