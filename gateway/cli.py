@@ -51,14 +51,16 @@ def _logging(verbose: bool) -> None:
     )
 
 
-def serve(settings: Settings, *, log_level: str = "info") -> None:
-    """Run the gateway and its API in this process until SIGINT/SIGTERM."""
+def serve(settings: Settings, *, log_level: str = "info", ingest: bool = True) -> None:
+    """Run the gateway and its API in this process until SIGINT/SIGTERM (``ingest``
+    False: the API and pages only)."""
     from gateway.app import create_app, server_config
 
     # Everything the process writes (database, -wal/-shm, spool, reports) is for
     # its own user only: mode 600 files, 700 folders.
     os.umask(0o077)
-    uvicorn.Server(server_config(create_app(settings), settings, log_level)).run()
+    app_ = create_app(settings, ingest=ingest)
+    uvicorn.Server(server_config(app_, settings, log_level)).run()
 
 
 @app.command()
@@ -109,6 +111,32 @@ def gateway(
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from exc
     serve(settings)
+
+
+@app.command()
+def api(
+    config: ConfigOpt = None,
+    api_port: Annotated[int | None, typer.Option(help="HTTP port")] = None,
+    trusted_proxy: Annotated[
+        list[str] | None,
+        typer.Option(help="A reverse proxy (IP or network) whose X-Forwarded-* to believe"),
+    ] = None,
+    verbose: bool = False,
+) -> None:
+    """Serve the API and pages without ingesting, over the state the gateways keep in
+    PostgreSQL (state_url) and their time-series store; run any number of them."""
+    from gateway.accounts.secret import resolve_secret_key
+    from gateway.errors import ConfigError
+
+    _logging(verbose)
+    settings = load_settings(config, api_port=api_port, trusted_proxies=trusted_proxy or None)
+    if settings.auth_enabled:
+        try:
+            resolve_secret_key(settings)
+        except ConfigError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
+    serve(settings, ingest=False)
 
 
 def _ingest_only(settings: Settings) -> None:

@@ -311,9 +311,9 @@ def _not_evaluated_recorder(
     return record
 
 
-@contextlib.asynccontextmanager
-async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
-    """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
+def _configuration(settings: Settings) -> tuple[SiteRegistry, dict[str, RulePack], AlertsConfig]:
+    """The site registry, the rule packs (one for every site's jurisdiction) and the
+    alert routing; makes the private data folder."""
     registry = load_registry(settings.sites_file)
     packs = load_packs(settings.rule_packs_dir)
     unknown = sorted({s.jurisdiction for s in registry} - set(packs))
@@ -325,6 +325,51 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
     )
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: docs/security.md
+    return registry, packs, alerts_config
+
+
+@dataclass(frozen=True)
+class WebRuntime:
+    """What a web server without ingestion is made of (``sumpwatch api``)."""
+
+    services: Services
+    cases: CaseService
+
+
+@contextlib.asynccontextmanager
+async def run_web(settings: Settings) -> AsyncIterator[WebRuntime]:
+    """The API and pages without ingestion (``sumpwatch api``), over the state the
+    gateways write (PostgreSQL, ``state_url``) and the time-series store; any number
+    of them behind a load balancer, a session valid on each (it is in the state)."""
+    registry, packs, alerts_config = _configuration(settings)
+    async with contextlib.AsyncExitStack() as stack:
+        db, store = await _open_store(settings, stack)
+        state_db = await _state_database(settings, db, stack)
+        findings = FindingRepository(state_db)
+        # An action on an alert (acknowledge, resolve) queues its notifications in the
+        # shared outbox; the gateways' delivery loops send them. Not opened: taking
+        # back interrupted claims is a delivering gateway's business.
+        alerts = _alert_manager(state_db, registry, alerts_config, None, packs)
+        cases = await _case_service(state_db, registry, packs, findings)
+        services = Services(
+            settings=settings,
+            registry=registry,
+            packs=packs,
+            store=store,
+            db=db,
+            findings=findings,
+            alerts=alerts,
+            state=StateRepository(state_db),
+            confirmations=cases,
+            state_db=None if state_db is db else state_db,
+        )
+        yield WebRuntime(services, cases)
+
+
+@contextlib.asynccontextmanager
+async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
+    """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
+    registry, packs, alerts_config = _configuration(settings)
     async with contextlib.AsyncExitStack() as stack:
         db, store = await _open_store(settings, stack)
         state_db = await _state_database(settings, db, stack)
