@@ -30,6 +30,11 @@ GRAFANA = REPO_DIR / "deploy" / "grafana" / "provisioning"
 _VAR = re.compile(r"\$\{([A-Z0-9_]+)(?::?([-?])([^}]*))?\}")
 
 
+#: The cluster profile's services: the state in PostgreSQL, ingest-only gateways (one
+#: shard each) and web servers.
+CLUSTER = ("postgres", "gateway-shard-0", "gateway-shard-1", "web-1", "web-2")
+
+
 def env_example() -> dict[str, str]:
     values = {}
     for line in ENV_EXAMPLE.read_text().splitlines():
@@ -109,6 +114,7 @@ def test_the_file_is_a_valid_compose_specification() -> None:
         "grafana",
         "gateway",
         "simulator",
+        *CLUSTER,
     }
 
 
@@ -154,7 +160,18 @@ def test_named_volumes_keep_every_services_data(compose: dict[str, Any]) -> None
         for volume in service.get("volumes", [])
         if not volume.startswith(("./", "/"))
     }
-    assert used == declared == {"mosquitto-data", "influxdb-data", "grafana-data", "gateway-data"}
+    assert (
+        used
+        == declared
+        == {
+            "mosquitto-data",
+            "influxdb-data",
+            "grafana-data",
+            "gateway-data",
+            "postgres-data",
+            *(f"{name}-data" for name in CLUSTER if name != "postgres"),
+        }
+    )
 
 
 def test_no_secret_is_written_in_the_file() -> None:
@@ -241,6 +258,61 @@ def test_gateway_environment_is_valid_settings(compose: dict[str, Any]) -> None:
     values: dict[str, Any] = {k.removeprefix("SUMPWATCH_").lower(): v for k, v in env.items()}
     settings = Settings.model_validate(values)
     assert settings.store == "influxdb"
+
+
+def _settings_of(service: dict[str, Any]) -> Settings:
+    env = environment(service)
+    values: dict[str, Any] = {k.removeprefix("SUMPWATCH_").lower(): v for k, v in env.items()}
+    return Settings.model_validate(values)
+
+
+# -- the cluster profile (issue 18.6) ------------------------------------------------------
+
+
+def test_the_cluster_profile_runs_postgres_two_ingest_only_gateways_and_two_web_servers(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    assert all(services[name]["profiles"] == ["cluster"] for name in CLUSTER)
+    commands = {name: services[name].get("command") for name in CLUSTER}
+    assert commands == {
+        "postgres": None,
+        "gateway-shard-0": ["gateway", "--no-api"],
+        "gateway-shard-1": ["gateway", "--no-api"],
+        "web-1": ["api"],
+        "web-2": ["api"],
+    }
+
+
+def test_every_cluster_process_shares_one_postgresql_state_and_one_secret_key(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    settings = [_settings_of(services[name]) for name in CLUSTER if name != "postgres"]
+    urls = {s.state_url.get_secret_value() for s in settings if s.state_url is not None}
+    assert len(settings) == 4 and len(urls) == 1
+    url = urlsplit(urls.pop())
+    postgres = environment(services["postgres"])
+    assert (url.hostname, url.username, url.password, url.path) == (
+        "postgres",
+        postgres["POSTGRES_USER"],
+        postgres["POSTGRES_PASSWORD"],
+        "/" + postgres["POSTGRES_DB"],
+    )
+    assert len({s.secret_key.get_secret_value() for s in settings}) == 1  # sessions
+
+
+def test_each_cluster_gateway_owns_a_shard_a_client_id_and_a_data_volume(
+    compose: dict[str, Any],
+) -> None:
+    gateways = [compose["services"][f"gateway-shard-{i}"] for i in (0, 1)]
+    settings = [_settings_of(g) for g in gateways]
+    assert [(s.mqtt_shards, s.mqtt_shard) for s in settings] == [(2, 0), (2, 1)]
+    assert len({s.mqtt_client_id for s in settings}) == 2
+    assert [g["volumes"][0].split(":")[0] for g in gateways] == [
+        "gateway-shard-0-data",
+        "gateway-shard-1-data",
+    ]
 
 
 def test_gateway_reaches_the_broker_and_influxdb_by_service_name(compose: dict[str, Any]) -> None:
