@@ -85,6 +85,14 @@ def gateway(
             help="Ingestion only: no HTTP (web servers elsewhere share its PostgreSQL state)",
         ),
     ] = False,
+    standby: Annotated[
+        bool,
+        typer.Option(
+            "--standby",
+            help="With --no-api and a PostgreSQL state: hold no shard until one's lease "
+            "runs out, then take it over",
+        ),
+    ] = False,
     verbose: bool = False,
 ) -> None:
     """Run the ingestion gateway with its HTTP API (one process), or without it."""
@@ -101,8 +109,8 @@ def gateway(
         api_port=api_port,
         trusted_proxies=trusted_proxy or None,
     )
-    if no_api:
-        _ingest_only(settings)
+    if no_api or standby:
+        _ingest_only(settings, standby=standby)
         return
     if settings.auth_enabled:
         try:
@@ -139,14 +147,19 @@ def api(
     serve(settings, ingest=False)
 
 
-def _ingest_only(settings: Settings) -> None:
+def _ingest_only(settings: Settings, *, standby: bool) -> None:
     """``gateway --no-api``: no sessions to sign, so no secret key is needed."""
     import asyncio
 
+    from gateway.errors import ConfigError
     from gateway.runtime import run_until_signalled
 
     os.umask(0o077)  # as serve(): the files it writes are its user's only
-    asyncio.run(run_until_signalled(settings))
+    try:
+        asyncio.run(run_until_signalled(settings, standby=standby))
+    except ConfigError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
 
 
 def _port_free(port: int) -> bool:

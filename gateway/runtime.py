@@ -8,7 +8,7 @@ import contextlib
 import functools
 import logging
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,7 +37,7 @@ from gateway.state.database import Database, SqliteDatabase
 from gateway.state.deadletters import StateRepository
 from gateway.state.factory import state_database
 from gateway.state.findings import FindingRepository
-from gateway.state.locks import run_exclusively
+from gateway.state.locks import AdvisoryLock, run_exclusively, run_while_held
 from gateway.state.snapshots import (
     SnapshotContext,
     events_to_snapshot,
@@ -489,13 +489,75 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         log.info("gateway stopped; %d readings stored this run", metrics.stored)
 
 
-async def run_until_signalled(settings: Settings) -> None:
+async def run_until_signalled(settings: Settings, *, standby: bool = False) -> None:
     """Ingestion without HTTP (``sumpwatch gateway --no-api``): the gateway's loops
-    until SIGINT or SIGTERM, then the same ordered shutdown as with the API."""
+    until SIGINT or SIGTERM, then the same ordered shutdown as with the API.
+
+    With the state in PostgreSQL the gateway holds its shard (``mqtt_shard``) through
+    a lease, and a ``standby`` takes whichever shard's lease runs out first."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if settings.state_url is not None:
+        shards = range(settings.mqtt_shards) if standby else [settings.mqtt_shard or 0]
+        await run_shard_leases(settings, list(shards), stop)
+        return
+    if standby:
+        raise ConfigError("a standby takes shards over through PostgreSQL: set state_url")
     async with run_gateway(settings):
         log.info("gateway running without its HTTP API")
+        await stop.wait()
+
+
+def shard_client_id(settings: Settings, shard: int) -> str:
+    """A shard's MQTT client id, the same whichever gateway holds the shard: a standby
+    that takes it over resumes its persistent session and drains the queue the broker
+    kept for it."""
+    return f"{settings.mqtt_client_id or 'sumpwatch'}-shard-{shard}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """How a shard is held: the server ends a holder's session after ``lease_s``
+    without a heartbeat (one every ``check_s``); a waiting gateway tries every
+    ``retry_s``."""
+
+    lease_s: float = 15.0
+    check_s: float = 3.0
+    retry_s: float = 2.0
+
+
+async def run_shard_leases(
+    settings: Settings, shards: Sequence[int], stop: asyncio.Event, lease: Lease = Lease()
+) -> None:
+    """Ingest one of ``shards`` at a time under its lease in PostgreSQL, until ``stop``
+    (``sumpwatch gateway --no-api``: its own shard; ``--standby``: any). A shard is
+    run by whoever holds its lease, as the gateway of that shard (its client id);
+    when the lease is lost the gateway stops and this one waits for a lease again."""
+    if settings.state_url is None:
+        raise ConfigError("shard leases live in PostgreSQL: set state_url")
+    url = settings.state_url.get_secret_value()
+    while not stop.is_set():
+        for shard in shards:
+            lock = AdvisoryLock(url, f"sumpwatch-shard:{shard}", lease_s=lease.lease_s)
+            if not await lock.try_acquire():
+                continue
+            log.info("shard %d: lease taken; running its gateway", shard)
+            mine = settings.model_copy(
+                update={"mqtt_shard": shard, "mqtt_client_id": shard_client_id(settings, shard)}
+            )
+            try:
+                await run_while_held(
+                    lock, functools.partial(_ingest_until, mine, stop), lease.check_s
+                )
+            finally:
+                await lock.release()
+            break
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), lease.retry_s)
+
+
+async def _ingest_until(settings: Settings, stop: asyncio.Event) -> None:
+    async with run_gateway(settings):
         await stop.wait()

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from gateway.broker import BrokerProcess, mosquitto_binary, start_broker
 from gateway.provision import NodeCredentials, provision_gateway, provision_nodes
+from gateway.runtime import shard_client_id
 from gateway.settings import REPO_DIR, Settings
 
 COMPOSE_FILE = REPO_DIR / "docker-compose.yml"
@@ -32,7 +33,7 @@ _VAR = re.compile(r"\$\{([A-Z0-9_]+)(?::?([-?])([^}]*))?\}")
 
 #: The cluster profile's services: the state in PostgreSQL, ingest-only gateways (one
 #: shard each) and web servers.
-CLUSTER = ("postgres", "gateway-shard-0", "gateway-shard-1", "web-1", "web-2")
+CLUSTER = ("postgres", "gateway-shard-0", "gateway-shard-1", "gateway-standby", "web-1", "web-2")
 
 
 def env_example() -> dict[str, str]:
@@ -279,6 +280,7 @@ def test_the_cluster_profile_runs_postgres_two_ingest_only_gateways_and_two_web_
         "postgres": None,
         "gateway-shard-0": ["gateway", "--no-api"],
         "gateway-shard-1": ["gateway", "--no-api"],
+        "gateway-standby": ["gateway", "--no-api", "--standby"],
         "web-1": ["api"],
         "web-2": ["api"],
     }
@@ -290,7 +292,7 @@ def test_every_cluster_process_shares_one_postgresql_state_and_one_secret_key(
     services = compose["services"]
     settings = [_settings_of(services[name]) for name in CLUSTER if name != "postgres"]
     urls = {s.state_url.get_secret_value() for s in settings if s.state_url is not None}
-    assert len(settings) == 4 and len(urls) == 1
+    assert len(settings) == 5 and len(urls) == 1
     url = urlsplit(urls.pop())
     postgres = environment(services["postgres"])
     assert (url.hostname, url.username, url.password, url.path) == (
@@ -305,14 +307,16 @@ def test_every_cluster_process_shares_one_postgresql_state_and_one_secret_key(
 def test_each_cluster_gateway_owns_a_shard_a_client_id_and_a_data_volume(
     compose: dict[str, Any],
 ) -> None:
-    gateways = [compose["services"][f"gateway-shard-{i}"] for i in (0, 1)]
+    names = ("gateway-shard-0", "gateway-shard-1", "gateway-standby")
+    gateways = [compose["services"][name] for name in names]
     settings = [_settings_of(g) for g in gateways]
-    assert [(s.mqtt_shards, s.mqtt_shard) for s in settings] == [(2, 0), (2, 1)]
-    assert len({s.mqtt_client_id for s in settings}) == 2
-    assert [g["volumes"][0].split(":")[0] for g in gateways] == [
-        "gateway-shard-0-data",
-        "gateway-shard-1-data",
-    ]
+    assert [(s.mqtt_shards, s.mqtt_shard) for s in settings] == [(2, 0), (2, 1), (2, None)]
+    # The standby takes a shard over under that shard's client id (its session).
+    shard_ids = {shard_client_id(s, s.mqtt_shard) for s in settings if s.mqtt_shard is not None}
+    standby = settings[2]
+    assert shard_ids == {shard_client_id(standby, 0), shard_client_id(standby, 1)}
+    assert len(shard_ids) == 2
+    assert [g["volumes"][0].split(":")[0] for g in gateways] == [f"{n}-data" for n in names]
 
 
 def test_gateway_reaches_the_broker_and_influxdb_by_service_name(compose: dict[str, Any]) -> None:

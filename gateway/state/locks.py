@@ -36,14 +36,22 @@ def lock_key(name: str) -> int:
 class AdvisoryLock:
     """One job's lock on a connection of its own."""
 
-    def __init__(self, url: str, name: str) -> None:
+    def __init__(self, url: str, name: str, *, lease_s: float | None = None) -> None:
         self.url = url
         self.name = name
+        self.lease_s = lease_s
         self._conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
 
     async def try_acquire(self) -> bool:
-        """Take the lock if no session holds it; never waits."""
+        """Take the lock if no session holds it; never waits.
+
+        With ``lease_s`` the lock is a lease the server enforces: a session left idle
+        that long is ended (``idle_session_timeout``), which frees the lock, so a
+        holder that stops checking :meth:`alive` (a frozen or cut-off host) loses it
+        within ``lease_s`` even when its TCP connection lingers."""
         conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        if self.lease_s is not None:
+            await conn.execute(f"SET idle_session_timeout = {int(self.lease_s * 1000):d}")
         cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(self.name),))
         row = await cur.fetchone()
         if row is None or not row[0]:
@@ -72,7 +80,9 @@ class AdvisoryLock:
         await conn.close()
 
 
-async def _run_while_held(lock: AdvisoryLock, job: Job, check_s: float) -> None:
+async def run_while_held(lock: AdvisoryLock, job: Job, check_s: float) -> None:
+    """Run ``job`` while ``lock`` (held) stays held, checking every ``check_s`` (the
+    heartbeat of a lease); the job is cancelled when the lock's session is gone."""
     task = asyncio.ensure_future(job())
     try:
         while not task.done():
@@ -89,7 +99,13 @@ async def _run_while_held(lock: AdvisoryLock, job: Job, check_s: float) -> None:
 
 
 async def run_exclusively(
-    db: Database, name: str, job: Job, *, retry_s: float = 10.0, check_s: float = 5.0
+    db: Database,
+    name: str,
+    job: Job,
+    *,
+    retry_s: float = 10.0,
+    check_s: float = 5.0,
+    lease_s: float = 30.0,
 ) -> None:
     """Run ``job`` on one of the gateways sharing ``db`` at a time: here once this
     gateway holds the job's lock (tried every ``retry_s``), stopped if the lock's
@@ -98,7 +114,7 @@ async def run_exclusively(
         await job()
         return
     while True:
-        lock = AdvisoryLock(db.url, f"sumpwatch-job:{name}")
+        lock = AdvisoryLock(db.url, f"sumpwatch-job:{name}", lease_s=lease_s)
         try:
             held = await lock.try_acquire()
         except psycopg.OperationalError as exc:
@@ -107,7 +123,7 @@ async def run_exclusively(
         if held:
             log.info("state: this gateway runs job %s", name)
             try:
-                await _run_while_held(lock, job, check_s)
+                await run_while_held(lock, job, check_s)
                 if await lock.alive():
                     return  # the job finished (not a lost lock)
             finally:
