@@ -9,6 +9,7 @@ and nothing else.
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import os
 import shutil
@@ -42,16 +43,14 @@ class PgCluster:
         """A libpq URL for one database (trust authentication on 127.0.0.1 only)."""
         return f"postgresql://{self.user}@{self.host}:{self.port}/{database}"
 
-    def create_database(self) -> str:
-        """A new, empty database; its name. Its default collation is ICU's en-US, as
-        on a typical production server, not the cluster's C: the schema must not
-        depend on the byte order a C locale would give for free."""
+    def create_database(self, template: str = "template0") -> str:
+        """A new database (empty, or a copy of ``template``); its name. Its default
+        collation is ICU's en-US, as on a typical production server, not the cluster's
+        C: the schema must not depend on the byte order a C locale would give for free."""
         name = f"t_{uuid.uuid4().hex[:12]}"
+        locale = " LOCALE_PROVIDER icu ICU_LOCALE 'en-US'" if template == "template0" else ""
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(
-                f'CREATE DATABASE "{name}" TEMPLATE template0 LOCALE_PROVIDER icu'
-                " ICU_LOCALE 'en-US'".encode()
-            )
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"{locale}'.encode())
         return name
 
     def drop_database(self, name: str) -> None:
@@ -146,6 +145,21 @@ def pg_cluster() -> Iterator[PgCluster]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def pg_migrated(pg_cluster: PgCluster) -> str:
+    """A database at the latest schema, copied for each test that needs one (copying
+    is faster than migrating each time); tests of migrating itself use ``pg_url``."""
+    name = pg_cluster.create_database()
+
+    async def migrate() -> None:
+        db = PostgresDatabase(pg_cluster.url(name))
+        await db.open()
+        await db.close()
+
+    asyncio.run(migrate())
+    return name
+
+
 @pytest.fixture
 def pg_url(pg_cluster: PgCluster) -> Iterator[str]:
     """The URL of a fresh database for one test."""
@@ -154,17 +168,34 @@ def pg_url(pg_cluster: PgCluster) -> Iterator[str]:
     pg_cluster.drop_database(name)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def state_db_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateDbFactory]:
-    """Makes unopened state databases on one backend per run of the test: the same
-    SQLite file or PostgreSQL database each call (a restart reopens the same state)."""
+def _factories(
+    request: pytest.FixtureRequest, tmp_path: Path, *, migrated: bool
+) -> Iterator[StateDbFactory]:
     if request.param == "sqlite":
         yield lambda: SqliteDatabase(tmp_path / "state.db")
         return
     cluster: PgCluster = request.getfixturevalue("pg_cluster")
-    name = cluster.create_database()
+    template = request.getfixturevalue("pg_migrated") if migrated else "template0"
+    name = cluster.create_database(template=template)
     yield lambda: PostgresDatabase(cluster.url(name))
     cluster.drop_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def state_db_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateDbFactory]:
+    """Makes unopened state databases on one backend per run of the test: the same
+    SQLite file or PostgreSQL database each call (a restart reopens the same state).
+    The PostgreSQL one starts migrated (a copy of ``pg_migrated``); the SQLite file
+    is migrated when opened."""
+    yield from _factories(request, tmp_path, migrated=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_state_db_factory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[StateDbFactory]:
+    """As ``state_db_factory``, on a database never migrated (the migration tests)."""
+    yield from _factories(request, tmp_path, migrated=False)
 
 
 @pytest.fixture

@@ -56,9 +56,9 @@ def test_every_migration_has_a_postgresql_twin() -> None:
 
 
 async def test_a_new_database_is_created_at_the_latest_version(
-    state_db_factory: StateDbFactory,
+    empty_state_db_factory: StateDbFactory,
 ) -> None:
-    db = state_db_factory()
+    db = empty_state_db_factory()
     await db.open()
     assert await db.schema_version() == migrations.latest()
     await db.close()
@@ -70,9 +70,9 @@ async def test_migrating_again_applies_nothing(state_db: Database) -> None:
 
 
 async def test_an_upgrade_can_stop_at_a_version_and_continue_later(
-    state_db_factory: StateDbFactory,
+    empty_state_db_factory: StateDbFactory,
 ) -> None:
-    db = state_db_factory()
+    db = empty_state_db_factory()
     await db.open(migrate=False)
     assert (await db.migrate(3)).after == 3
     assert await db.schema_version() == 3
