@@ -370,8 +370,9 @@ class AlertManager:
         return await self.delivery.run_once()
 
     def _due_escalations_and_repeats(self, conn: Connection, now: datetime) -> None:
-        for alert in outbox.due_escalations(conn, now):
+        shared = self.db.dialect == "postgresql"  # other gateways act on the same alerts
+        for alert in outbox.due_escalations(conn, now, skip_locked=shared):
             routing = self.config.jurisdiction(alert.jurisdiction)
             self._store(conn, lifecycle.escalation_due(alert, now, routing.default_assignee), now)
-        for alert in outbox.due_repeats(conn, now):
+        for alert in outbox.due_repeats(conn, now, skip_locked=shared):
             self._store(conn, lifecycle.repeat_due(alert, now, self.policy), now)

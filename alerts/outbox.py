@@ -326,23 +326,31 @@ def episode_starts(conn: Connection, site_id: str, rule_id: str, since: datetime
     return [_req_dt(r[0]) for r in rows]
 
 
-def due_escalations(conn: Connection, now: datetime) -> list[Alert]:
-    """Unresolved alerts whose escalation deadline has passed."""
+#: Rows a gateway sharing the state (PostgreSQL) takes to act on: another gateway
+#: acting at the same moment passes over them (and sees them done once committed).
+SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
+
+
+def due_escalations(conn: Connection, now: datetime, *, skip_locked: bool = False) -> list[Alert]:
+    """Unresolved alerts whose escalation deadline has passed (``skip_locked``: as in
+    :func:`claim`, so two gateways never escalate one alert twice)."""
     rows = conn.execute(
         "SELECT * FROM alerts WHERE state != 'resolved' AND escalated_at IS NULL"
-        " AND escalate_at IS NOT NULL AND escalate_at <= ?",
+        " AND escalate_at IS NOT NULL AND escalate_at <= ?" + (SKIP_LOCKED if skip_locked else ""),
         (ts(now),),
     ).fetchall()
     return [alert_from_row(r) for r in rows]
 
 
-def due_repeats(conn: Connection, now: datetime) -> list[Alert]:
+def due_repeats(conn: Connection, now: datetime, *, skip_locked: bool = False) -> list[Alert]:
     """Open alerts whose reminder is due, and alerts resolved by hand whose condition
-    is still detected (they re-open: alerts.lifecycle.repeat_due)."""
+    is still detected (they re-open: alerts.lifecycle.repeat_due); ``skip_locked`` as
+    in :func:`due_escalations`."""
     rows = conn.execute(
         "SELECT * FROM alerts WHERE next_repeat_at IS NOT NULL AND next_repeat_at <= ?"
         " AND (state = 'open' OR (state = 'resolved' AND finding_cleared_at IS NULL"
-        " AND resolved_by IS NOT NULL AND resolved_by != ?))",
+        " AND resolved_by IS NOT NULL AND resolved_by != ?))"
+        + (SKIP_LOCKED if skip_locked else ""),
         (ts(now), SYSTEM),
     ).fetchall()
     return [alert_from_row(r) for r in rows]
@@ -446,7 +454,7 @@ def recover_interrupted(
         )
         args = (ts(now), _claimed_by(owner))
     # Chosen first: closing the attempts below changes what the condition sees.
-    lock = " FOR UPDATE SKIP LOCKED" if skip_locked else ""
+    lock = SKIP_LOCKED if skip_locked else ""
     rows = conn.execute(f"SELECT id FROM notifications WHERE {sending}{lock}", args)
     ids = [r[0] for r in rows]
     conn.executemany(
@@ -505,7 +513,7 @@ def claim(
     stamp = ts(now)
     rows = conn.execute(
         "SELECT * FROM notifications WHERE status = 'pending' AND next_attempt_at <= ?"
-        " ORDER BY next_attempt_at LIMIT ?" + (" FOR UPDATE SKIP LOCKED" if skip_locked else ""),
+        " ORDER BY next_attempt_at LIMIT ?" + (SKIP_LOCKED if skip_locked else ""),
         (stamp, limit),
     ).fetchall()
     claimed = []

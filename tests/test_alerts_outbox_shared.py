@@ -15,7 +15,7 @@ from alerts import outbox
 from gateway.domain import FindingChange
 from gateway.registry.models import Contact
 from gateway.state.postgres import PgConnection, PostgresDatabase, pg_row
-from tests.test_alerts_manager import Harness, ev, finding, make
+from tests.test_alerts_manager import Harness, ev, finding, make, violation
 
 OWNERS = tuple(Contact(name=f"Owner {i}", email=f"owner{i}@example.org") for i in range(12))
 
@@ -87,3 +87,18 @@ async def test_a_claim_that_ran_out_is_taken_back_and_a_live_one_is_not(
 
     alive, dead = await recover_at(timedelta(minutes=5)), await recover_at(timedelta(minutes=11))
     assert (alive, dead) == (0, 3)
+
+
+async def test_two_gateways_escalate_a_violation_to_public_works_once(
+    shared: tuple[PostgresDatabase, PostgresDatabase],
+) -> None:
+    first_db, second_db = shared
+    first = make(first_db, grace=timedelta(days=10))
+    second = make(second_db, grace=timedelta(days=10), clock=first.clock, email=first.email)
+    await first.manager.open()
+    await second.manager.open()
+    await first.manager.on_events([ev(FindingChange.OPENED, violation())])
+    first.clock.advance(days=10, seconds=1)
+    for _ in range(3):
+        await asyncio.gather(first.manager.run_once(), second.manager.run_once())
+    assert first.email.reasons("pw@edgar.example") == ["escalated"]
