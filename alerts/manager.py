@@ -273,8 +273,12 @@ class AlertManager:
     async def _act(self, alert_id: str, decide: Callable[[Alert], Decision]) -> Alert:
         now = self._clock()
 
+        # On a shared state the row is locked first: a gateway's repeat or escalation
+        # of the same alert commits before (and this decision reads it) or after.
+        lock = self.db.dialect == "postgresql"
+
         def run(conn: Connection) -> Alert:
-            self._store(conn, decide(self._require(conn, alert_id)), now)
+            self._store(conn, decide(self._require(conn, alert_id, for_update=lock)), now)
             return self._require(conn, alert_id)
 
         alert = await self.db.write(run)
@@ -282,8 +286,8 @@ class AlertManager:
         return alert
 
     @staticmethod
-    def _require(conn: Connection, alert_id: str) -> Alert:
-        alert = outbox.get_alert(conn, alert_id)
+    def _require(conn: Connection, alert_id: str, *, for_update: bool = False) -> Alert:
+        alert = outbox.get_alert(conn, alert_id, for_update=for_update)
         if alert is None:
             raise NotFound(f"no alert with id {alert_id!r}")
         return alert

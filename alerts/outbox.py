@@ -127,9 +127,10 @@ def attempt_from_row(row: Row) -> DeliveryAttempt:
     )
 
 
-def get_alert(conn: Connection, alert_id: str) -> Alert | None:
-    """One alert by id."""
-    row = conn.execute("SELECT * FROM alerts WHERE id = ?", (alert_id,)).fetchone()
+def get_alert(conn: Connection, alert_id: str, *, for_update: bool = False) -> Alert | None:
+    """One alert by id (``for_update``, PostgreSQL: locked until the transaction ends)."""
+    lock = " FOR UPDATE" if for_update else ""
+    row = conn.execute(f"SELECT * FROM alerts WHERE id = ?{lock}", (alert_id,)).fetchone()
     return None if row is None else alert_from_row(row)
 
 

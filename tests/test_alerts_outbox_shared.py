@@ -102,3 +102,20 @@ async def test_two_gateways_escalate_a_violation_to_public_works_once(
     for _ in range(3):
         await asyncio.gather(first.manager.run_once(), second.manager.run_once())
     assert first.email.reasons("pw@edgar.example") == ["escalated"]
+
+
+async def test_an_action_on_a_web_server_waits_for_a_gateways_change_and_keeps_it(
+    shared: tuple[PostgresDatabase, PostgresDatabase], pg_url: str
+) -> None:
+    db, _ = shared
+    harness = await _queued(db)
+    (alert,) = await harness.manager.list_alerts()
+    with psycopg.connect(pg_url) as gateway:
+        # A gateway's reminder, not yet committed, when someone acknowledges the alert.
+        gateway.execute("UPDATE alerts SET repeats = 5 WHERE id = %s", (alert.id,))
+        ack = asyncio.create_task(harness.manager.acknowledge(alert.id, by="ann"))
+        await asyncio.sleep(0.3)
+        assert not ack.done()  # it waits for the row instead of reading it stale
+        gateway.commit()
+        acknowledged = await asyncio.wait_for(ack, 5)
+    assert (acknowledged.state.value, acknowledged.repeats) == ("acknowledged", 5)
