@@ -47,6 +47,7 @@ class Delivery:
         config: AlertsConfig,
         channels: Mapping[str, Channel],
         clock: Callable[[], datetime],
+        ordinances: Mapping[str, str] | None = None,
         *,
         owner: str = "gateway",
     ) -> None:
@@ -58,6 +59,7 @@ class Delivery:
         self.config = config
         self.channels = channels
         self._clock = clock
+        self.ordinances: Mapping[str, str] = ordinances or {}
         self._in_flight: set[str] = set()
 
     @property
@@ -136,7 +138,12 @@ class Delivery:
             return DeliveryResult(False, f"channel {n.channel!r} is not configured", permanent=True)
         now = self._clock()
         message = render(
-            item.alert, n, self.sites.get(n.site_id), public_url=self.config.public_url, now=now
+            item.alert,
+            n,
+            self.sites.get(n.site_id),
+            public_url=self.config.public_url,
+            now=now,
+            ordinances=self.ordinances,
         )
         if n.channel == "mqtt":
             message = replace(message, payload=site_state(n.site_id, item.site_alerts, now))

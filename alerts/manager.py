@@ -38,10 +38,10 @@ from alerts.models import Alert, AlertQuery, DeliveryAttempt, Notification, Reas
 from alerts.policy import (
     DEFAULT_SEASON_START,
     Target,
+    compliance_clock_start,
     homeowner_targets,
     public_works_targets,
     quiet_until,
-    violation_clock_start,
 )
 from alerts.render import render
 from alerts.sites import Sites
@@ -53,6 +53,10 @@ log = logging.getLogger(__name__)
 
 GracePeriod = Callable[[str, str], timedelta | None]
 SeasonStart = Callable[[str], tuple[int, int]]
+#: (site id, rule id) -> when the open case of that violation was ordered, if it was.
+OrderDate = Callable[[str, str], datetime | None]
+#: (jurisdiction, rule id) -> True when public works hears of it through case deadlines.
+FollowsCase = Callable[[str, str], bool]
 
 SYSTEM = lifecycle.SYSTEM
 
@@ -82,14 +86,21 @@ class AlertManager:
         grace_period: GracePeriod | None = None,
         channels: Mapping[str, Channel] | None = None,
         season_start: SeasonStart | None = None,
+        order_date: OrderDate | None = None,
+        follows_case: FollowsCase | None = None,
+        ordinances: Mapping[str, str] | None = None,
         owner: str = "gateway",
     ) -> None:
+        """``ordinances``: each ordinance text's title by file (from the rule packs), so
+        messages name the ordinance, not its file (issue 20.3)."""
         self.db = db
         self.registry = registry
         self.config = config
         self._clock = clock
         self._grace = grace_period
         self._season_start = season_start
+        self._order_date = order_date
+        self._follows_case = follows_case
         self._mqtt = mqtt if config.mqtt.enabled else None
         self.channels: dict[str, Channel] = {
             "webhook": WebhookChannel(config.webhook),
@@ -101,7 +112,10 @@ class AlertManager:
             self.channels["mqtt"] = MqttChannel(self._mqtt, config.mqtt.qos)
         self.channels.update(channels or {})
         self.policy = Policy(config.flap_window, config.repeat_interval, config.repeat_max)
-        self.delivery = Delivery(db, registry, config, self.channels, clock, owner=owner)
+        self.ordinances: Mapping[str, str] = ordinances or {}
+        self.delivery = Delivery(
+            db, registry, config, self.channels, clock, self.ordinances, owner=owner
+        )
         self._wake = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -140,6 +154,7 @@ class AlertManager:
             grace=None if self._grace is None else self._grace(jurisdiction, f.rule_id),
             clock_start=self._clock_start(conn, f.site_id, f.rule_id, f.opened_at, now),
             default_assignee=self.config.jurisdiction(jurisdiction).default_assignee,
+            by_case=self._follows_case is not None and self._follows_case(jurisdiction, f.rule_id),
         )
         decision = lifecycle.on_event(
             tracked,
@@ -155,14 +170,18 @@ class AlertManager:
     def _clock_start(
         self, conn: Connection, site_id: str, rule_id: str, opened: datetime, now: datetime
     ) -> datetime:
-        """The violation's clock: its first episode this season year (issue 15.7)."""
+        """The violation's one clock (issue 15.7, 16.2): the case's order once there is
+        one, else its first episode this season year."""
         site = self.registry.get(site_id)
         tz = site.tz if site is not None else ZoneInfo("UTC")
         start = DEFAULT_SEASON_START
         if self._season_start is not None and site is not None:
             start = self._season_start(site.jurisdiction)
         earlier = outbox.episode_starts(conn, site_id, rule_id, now - _EPISODE_LOOKBACK)
-        return violation_clock_start(min(opened, now), earlier, tz=tz, season_start=start)
+        ordered = None if self._order_date is None else self._order_date(site_id, rule_id)
+        return compliance_clock_start(
+            min(opened, now), earlier, tz=tz, season_start=start, order_at=ordered
+        )
 
     def _jurisdiction(self, site_id: str) -> str:
         site = self.registry.get(site_id)
@@ -322,7 +341,14 @@ class AlertManager:
                 if alert is None:
                     continue
                 site = self.registry.get(n.site_id)
-                message = render(alert, n, site, public_url=self.config.public_url, now=now)
+                message = render(
+                    alert,
+                    n,
+                    site,
+                    public_url=self.config.public_url,
+                    now=now,
+                    ordinances=self.ordinances,
+                )
                 out.append((n, message.subject, message.text))
             return out
 

@@ -8,7 +8,9 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -18,7 +20,7 @@ from rich.console import Console
 from gateway.accounts.cli import user_app
 from gateway.cases.cli import case_app
 from gateway.examples import EXAMPLE_SITES, EXAMPLE_USERS
-from gateway.provision import provision, provision_gateway
+from gateway.provision import provision, provision_gateway, provision_homeassistant
 from gateway.reports.cli import report_app
 from gateway.rules import cli as rules_cli
 from gateway.settings import REPO_DIR, Settings, load_settings
@@ -51,16 +53,38 @@ def _logging(verbose: bool) -> None:
     )
 
 
-def serve(settings: Settings, *, log_level: str = "info", ingest: bool = True) -> None:
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling ``on_stop`` the moment a stop signal arrives."""
+
+    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self._on_stop = on_stop
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._on_stop is not None:
+            self._on_stop()
+        super().handle_exit(sig, frame)
+
+
+def serve(
+    settings: Settings,
+    *,
+    log_level: str = "info",
+    on_stop: Callable[[], None] | None = None,
+    ingest: bool = True,
+) -> None:
     """Run the gateway and its API in this process until SIGINT/SIGTERM (``ingest``
-    False: the API and pages only)."""
+    False: the API and pages only).
+
+    ``on_stop`` runs as soon as the signal arrives, before the graceful shutdown (the
+    demo stops its simulator there, so the shutdown does not compete with its load)."""
     from gateway.app import create_app, server_config
 
     # Everything the process writes (database, -wal/-shm, spool, reports) is for
     # its own user only: mode 600 files, 700 folders.
     os.umask(0o077)
     app_ = create_app(settings, ingest=ingest)
-    uvicorn.Server(server_config(app_, settings, log_level)).run()
+    _Server(server_config(app_, settings, log_level), on_stop).run()
 
 
 @app.command()
@@ -202,6 +226,7 @@ def demo(
         signals_ignored,
         stop_stale_children,
     )
+    from gateway.web.inject import stop_injected
 
     _logging(verbose)
     os.umask(0o077)  # the demo's data dir, broker files and database: this user's only
@@ -261,7 +286,8 @@ def demo(
     for line in describe_seed(load_seed(users)):
         console.print(f"  {line}")
     try:
-        serve(settings, log_level="warning")
+        # The simulator is the load: it stops first, at the signal itself.
+        serve(settings, log_level="warning", on_stop=sim.terminate)
     except (KeyboardInterrupt, SystemExit):
         pass  # uvicorn re-raises the signal it handled; the stop below is the clean exit
     finally:
@@ -271,6 +297,8 @@ def demo(
                 sim.wait(10)
             except subprocess.TimeoutExpired:
                 sim.kill()
+            # An admin's "inject scenario" replaces the simulator (docs/ui.md).
+            stop_injected(data_dir, sim.pid)
             broker.stop()
             forget_children(data_dir)
             console.print("demo stopped")
@@ -318,6 +346,7 @@ app.add_typer(case_app, name="case")
 app.command("provision")(provision)
 app.add_typer(db_app, name="db")
 app.command("provision-gateway")(provision_gateway)
+app.command("provision-homeassistant")(provision_homeassistant)
 
 
 def _mount_simulator() -> None:

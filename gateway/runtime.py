@@ -16,7 +16,7 @@ from typing import Any
 from alerts import AlertManager
 from alerts.channels.mqtt import MqttPublisher
 from alerts.config import AlertsConfig, load_alerts_config
-from gateway.cases.escalation import DeadlineWatch
+from gateway.cases.escalation import DeadlineWatch, has_order_step
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import CaseService
 from gateway.domain import Finding, FindingEvent, NotEvaluated
@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 
 #: How much of a site's telemetry a frozen snapshot keeps (before the finding's time).
 SNAPSHOT_WINDOW = timedelta(hours=1)
+#: How long a stop waits to commit what is buffered (well inside systemd's 90 s).
+DRAIN_TIMEOUT_S = 15.0
 SNAPSHOT_MAX_READINGS = 2000
 
 
@@ -102,7 +104,7 @@ class Runtime:
             metrics=self.metrics,
             ingest=Ingest(self.source, self.pipeline),
             started_at=self.started_at,
-            **({} if self.cases is None else {"confirmations": self.cases}),
+            **({} if self.cases is None else {"confirmations": self.cases, "ledger": self.cases}),
         )
 
 
@@ -112,7 +114,7 @@ def _own_sites(settings: Settings, registry: SiteRegistry) -> SiteRegistry:
     if settings.mqtt_shard is None or settings.mqtt_shards <= 1:
         return registry
     partition = SitePartition(settings.mqtt_shard, settings.mqtt_shards)
-    return SiteRegistry([site for site in registry if partition.owns_site(site.id)])
+    return registry.subset(partition.owns_site)
 
 
 async def snapshot_context(
@@ -151,20 +153,6 @@ async def snapshot_context(
     )
 
 
-async def _open_store(
-    settings: Settings, stack: contextlib.AsyncExitStack
-) -> tuple[SqliteDatabase, TimeSeriesStore]:
-    """The SQLite file and the time-series store on it (or on InfluxDB), closed with
-    ``stack``."""
-    db = SqliteDatabase(settings.sqlite_file)
-    await db.open()
-    stack.push_async_callback(db.close)
-    store = make_store(settings, db)
-    await store.open()
-    stack.push_async_callback(store.close)
-    return db, store
-
-
 async def _state_database(
     settings: Settings, db: SqliteDatabase, stack: contextlib.AsyncExitStack
 ) -> Database:
@@ -179,16 +167,15 @@ async def _state_database(
     return state_db
 
 
-async def _case_service(
-    db: Database,
-    registry: SiteRegistry,
-    packs: dict[str, RulePack],
-    findings: FindingRepository,
-) -> CaseService:
-    """Enforcement cases (issue 16), their confirmations and waivers loaded."""
+async def _amended_registry(
+    db: Database, registry: SiteRegistry
+) -> tuple[SiteRegistry, CaseRepository]:
+    """The registry every stage reads: the file's sites with what enforcement cases
+    recorded since merged in at each read (waivers granted, installation facts
+    inspected; issue 16.3, 16.4), and the case repository that holds those records."""
     repo = CaseRepository(db)
-    await repo.open()
-    return CaseService(repo, registry, packs, findings=findings)
+    await repo.open()  # loads the confirmations, waivers and inspections
+    return registry.amended(repo), repo
 
 
 def _home_assistant(
@@ -237,12 +224,19 @@ def _alert_manager(
     config: AlertsConfig,
     publisher: MqttPublisher | None,
     packs: dict[str, RulePack],
+    cases: CaseRepository,
 ) -> AlertManager:
-    """The alert manager, with each pack's grace periods and winter season."""
+    """The alert manager, with each pack's grace periods and winter season, and the
+    cases' clock: the order date starts it, and a rule whose pack has an order step
+    reaches public works through its case deadlines (issue 15.7, 16.2)."""
 
     def grace_period(jurisdiction: str, rule_id: str) -> timedelta | None:
         pack = packs.get(jurisdiction)
         return pack.grace_period(rule_id) if pack is not None else None
+
+    def follows_case(jurisdiction: str, rule_id: str) -> bool:
+        pack = packs.get(jurisdiction)
+        return pack is not None and has_order_step(pack, rule_id)
 
     return AlertManager(
         db=db,
@@ -250,9 +244,12 @@ def _alert_manager(
         config=config,
         mqtt=publisher,
         grace_period=grace_period,
+        order_date=cases.order_date,
+        follows_case=follows_case,
         season_start=lambda jurisdiction: (
             packs[jurisdiction].season.start if jurisdiction in packs else DEFAULT_SEASON_START
         ),
+        ordinances={pack.file: pack.title for pack in packs.values()},
     )
 
 
@@ -311,9 +308,22 @@ def _not_evaluated_recorder(
     return record
 
 
-def _configuration(settings: Settings) -> tuple[SiteRegistry, dict[str, RulePack], AlertsConfig]:
-    """The site registry, the rule packs (one for every site's jurisdiction) and the
-    alert routing; makes the private data folder."""
+async def _drain_bounded(pipeline: Pipeline, writer: BatchWriter) -> None:
+    """Commit (and ack) what was received before the connection closes.
+
+    Bounded: what cannot be committed in time stays unacknowledged and the broker
+    redelivers it to the next run, so a failing store cannot hold a stop."""
+    try:
+        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+            await pipeline.drain()
+    except TimeoutError:
+        log.warning(
+            "stopping with %d readings uncommitted (the broker redelivers them)", writer.pending
+        )
+
+
+def _registry_and_packs(settings: Settings) -> tuple[SiteRegistry, dict[str, RulePack]]:
+    """The registry file and the rule packs, every site's jurisdiction among them."""
     registry = load_registry(settings.sites_file)
     packs = load_packs(settings.rule_packs_dir)
     unknown = sorted({s.jurisdiction for s in registry} - set(packs))
@@ -321,11 +331,7 @@ def _configuration(settings: Settings) -> tuple[SiteRegistry, dict[str, RulePack
         raise ConfigError(
             f"sites name jurisdictions with no rule pack: {unknown}; have {sorted(packs)}"
         )
-    alerts_config = load_alerts_config(settings.alerts_file).with_secrets(
-        smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
-    )
-    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: docs/security.md
-    return registry, packs, alerts_config
+    return registry, packs
 
 
 @dataclass(frozen=True)
@@ -341,16 +347,26 @@ async def run_web(settings: Settings) -> AsyncIterator[WebRuntime]:
     """The API and pages without ingestion (``sumpwatch api``), over the state the
     gateways write (PostgreSQL, ``state_url``) and the time-series store; any number
     of them behind a load balancer, a session valid on each (it is in the state)."""
-    registry, packs, alerts_config = _configuration(settings)
+    file_registry, packs = _registry_and_packs(settings)
+    alerts_config = load_alerts_config(settings.alerts_file).with_secrets(
+        smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
+    )
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: docs/security.md
     async with contextlib.AsyncExitStack() as stack:
-        db, store = await _open_store(settings, stack)
+        db = SqliteDatabase(settings.sqlite_file)
+        await db.open()
+        stack.push_async_callback(db.close)
         state_db = await _state_database(settings, db, stack)
+        registry, case_repo = await _amended_registry(state_db, file_registry)
+        store = make_store(settings, db)
+        await store.open()
+        stack.push_async_callback(store.close)
         findings = FindingRepository(state_db)
         # An action on an alert (acknowledge, resolve) queues its notifications in the
         # shared outbox; the gateways' delivery loops send them. Not opened: taking
         # back interrupted claims is a delivering gateway's business.
-        alerts = _alert_manager(state_db, registry, alerts_config, None, packs)
-        cases = await _case_service(state_db, registry, packs, findings)
+        alerts = _alert_manager(state_db, registry, alerts_config, None, packs, case_repo)
+        cases = CaseService(case_repo, registry, packs, findings=findings)
         services = Services(
             settings=settings,
             registry=registry,
@@ -369,10 +385,21 @@ async def run_web(settings: Settings) -> AsyncIterator[WebRuntime]:
 @contextlib.asynccontextmanager
 async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
     """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
-    registry, packs, alerts_config = _configuration(settings)
+    file_registry, packs = _registry_and_packs(settings)
+    alerts_config = load_alerts_config(settings.alerts_file).with_secrets(
+        smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
+    )
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: docs/security.md
     async with contextlib.AsyncExitStack() as stack:
-        db, store = await _open_store(settings, stack)
+        db = SqliteDatabase(settings.sqlite_file)
+        await db.open()
+        stack.push_async_callback(db.close)
         state_db = await _state_database(settings, db, stack)
+        # Built first: every stage below reads the sites through the cases' records.
+        registry, case_repo = await _amended_registry(state_db, file_registry)
+        store = make_store(settings, db)
+        await store.open()
+        stack.push_async_callback(store.close)
         state = StateRepository(state_db)
         await state.open()
         metrics = Metrics()
@@ -380,7 +407,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             max_future_skew_s=settings.max_future_skew_s,
             max_age_s=settings.max_age_s,
             admission=Admission(
-                registry,
+                file_registry,  # nodes only: what cases amend does not matter here
                 open_enrolment=settings.open_enrolment,
                 rate_factor=settings.rate_limit_factor,
                 burst=settings.rate_limit_burst,
@@ -396,7 +423,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             ack=lambda tokens: source.ack(tokens),  # noqa: PLW0108 (late binding, see above)
         )
         publisher = await _alert_publisher(settings, alerts_config.mqtt.enabled, stack)
-        alerts = _alert_manager(state_db, registry, alerts_config, publisher, packs)
+        alerts = _alert_manager(state_db, registry, alerts_config, publisher, packs, case_repo)
         alerts.delivery.owner = gateway_client_id(settings)  # whose claims (shared outbox)
         await alerts.open()
         stack.push_async_callback(alerts.close)
@@ -410,7 +437,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         )
         # Continue what was open before a restart instead of raising it again.
         engine.restore(await findings.open_findings())
-        cases = await _case_service(state_db, registry, packs, findings)
+        cases = CaseService(case_repo, registry, packs, findings=findings)
         ha = _home_assistant(settings, registry, engine)
         sinks = _finding_sinks(findings, alerts, store, state, packs, registry, ha)
         sinks.append(cases.on_events)  # episodes gather into enforcement cases
@@ -482,8 +509,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             try:
                 yield runtime
             finally:
-                # Commit (and ack) what was received before the connection closes.
-                await pipeline.drain()
+                await _drain_bounded(pipeline, writer)
                 for task in reversed(tasks):
                     task.cancel()
         log.info("gateway stopped; %d readings stored this run", metrics.stored)

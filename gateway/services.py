@@ -25,7 +25,7 @@ from gateway.pipeline import Pipeline
 from gateway.registry import SiteRegistry
 from gateway.registry.models import SiteConfig
 from gateway.rules.pack import RulePack
-from gateway.rules.verdict import NoConfirmations, Verdict, site_verdict
+from gateway.rules.verdict import LedgerSource, NoConfirmations, Verdict, site_verdict
 from gateway.settings import Settings
 from gateway.state.database import Database, SqliteDatabase
 from gateway.state.deadletters import StateRepository
@@ -98,6 +98,8 @@ class Services:
     #: Inspections and observations that confirm (or refute) what telemetry suspects;
     #: none recorded where no case store is wired.
     confirmations: ConfirmationSource = field(default_factory=NoConfirmations)
+    #: The enforcement ledger the reports read for sites with cases (issue 16.5).
+    ledger: LedgerSource | None = None
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     #: The state database when it is not ``db`` (``state_url``: PostgreSQL).
     state_db: Database | None = None

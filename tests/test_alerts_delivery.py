@@ -27,6 +27,7 @@ from alerts.config import RetryPolicy
 from gateway.broker import BrokerProcess, free_port
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
 from gateway.registry.models import Contact, NodeConfig, SiteConfig, SiteRegistry
+from gateway.rules.pack import load_packs
 from gateway.state.database import Database
 
 pytestmark = pytest.mark.integration
@@ -121,6 +122,10 @@ async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
         await asyncio.sleep(0.02)
 
 
+#: Each ordinance text's title by file, as the runtime hands the packs' to the manager.
+ORDINANCES = {pack.file: pack.title for pack in load_packs().values()}
+
+
 def registry(contact: Contact) -> SiteRegistry:
     return SiteRegistry(
         [
@@ -208,7 +213,9 @@ async def test_email_arrives_with_plain_and_html_evidence_citation_and_stable_me
 ) -> None:
     port = free_port()
     with smtp_server(port) as smtp:
-        manager = AlertManager(db=db, registry=registry(OWNER), config=config(port))
+        manager = AlertManager(
+            db=db, registry=registry(OWNER), config=config(port), ordinances=ORDINANCES
+        )
         async with running(manager):
             await manager.on_events([opened()])
             await eventually(lambda: len(smtp.messages) == 1)
@@ -225,11 +232,13 @@ async def test_email_arrives_with_plain_and_html_evidence_citation_and_stable_me
     assert plain is not None and html is not None
     text, markup = plain.get_content(), html.get_content()
     assert "level drop: 4.9 in" in text  # 12.5 cm in the contact's US units
-    assert "000_86c7187f3bed6ca5.txt §(c)(2)b" in text
+    # The ordinance by its title and section; its file name is for machines only.
+    assert "Village of Edgar Sump Pump Ordinance §(c)(2)b" in text
+    assert ".txt" not in text and ".txt" not in markup
     assert "No sump pump shall discharge into the sanitary sewer" in text
     assert "Remove the hose to the floor drain & <reconnect>" in text
     assert "&amp; &lt;reconnect&gt;" in markup and "<reconnect>" not in markup
-    assert "§(c)(2)b" in markup
+    assert "Village of Edgar Sump Pump Ordinance §(c)(2)b" in markup
 
 
 async def test_smtp_down_for_a_while_then_back_delivers_once_after_retries(
@@ -390,7 +399,9 @@ async def test_apprise_urls_deliver_through_apprise_and_are_redacted_in_the_log(
     with webhook_server(signed=False) as target:
         url = target.url.replace("http://", "json://")
         contact = Contact(name="Pat", apprise_urls=(url,), channels=("apprise",))
-        manager = AlertManager(db=db, registry=registry(contact), config=config())
+        manager = AlertManager(
+            db=db, registry=registry(contact), config=config(), ordinances=ORDINANCES
+        )
         async with running(manager):
             await manager.on_events([opened()])
             await eventually(lambda: len(target.received) == 1)
@@ -401,7 +412,8 @@ async def test_apprise_urls_deliver_through_apprise_and_are_redacted_in_the_log(
             (attempt,) = await manager.deliveries(alert_id=alert.id)
     body = target.received[0]["body"]
     assert body["title"].startswith("[SumpWatch] CRITICAL:")
-    assert "000_86c7187f3bed6ca5.txt §(c)(2)b" in body["message"]
+    assert "Village of Edgar Sump Pump Ordinance §(c)(2)b" in body["message"]
+    assert ".txt" not in body["message"]
     assert attempt.recipient == "json://…"
 
 

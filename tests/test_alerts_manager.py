@@ -326,7 +326,8 @@ async def test_without_a_grace_period_a_violation_goes_to_public_works_at_once(
     f = violation()
     await h.manager.on_events([ev(FindingChange.OPENED, f)])
     await h.drain()
-    assert h.email.reasons("pw@edgar.example") == ["opened"]
+    # Review O8: handed over at once, as an escalation (with its subject prefix).
+    assert h.email.reasons("pw@edgar.example") == ["escalated"]
 
 
 async def test_findings_without_a_citation_never_go_to_public_works(h: Harness) -> None:

@@ -5,6 +5,7 @@ Mosquitto."""
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -60,11 +61,13 @@ def interpolate(text: str, env: dict[str, str]) -> str:
 
 
 #: What an operator adds to .env.example: the logins made with `sumpwatch provision`
-#: and `sumpwatch provision-gateway` (compose refuses to start without them).
+#: and `sumpwatch provision-gateway`, and the TLS certificates' folder
+#: (scripts/make_certs.sh); compose refuses to start without each.
 OPERATOR = {
     "MOSQUITTO_PASSWD_FILE": "./deploy/mosquitto/passwd",
     "MOSQUITTO_GATEWAY_PASSWD_FILE": "./deploy/mosquitto/passwd.gateway",
     "SUMPWATCH_MQTT_PASSWORD": "printed-by-provision-gateway",
+    "MOSQUITTO_CERTS_DIR": "./deploy/mosquitto/certs",
 }
 #: Files the operator makes; never in the repository (.gitignore).
 OPERATOR_FILES = {
@@ -211,6 +214,34 @@ def test_compose_refuses_to_start_on_the_example_env_alone() -> None:
     # cp .env.example .env && docker compose up: stops, naming the password files.
     with pytest.raises(KeyError, match=r"MOSQUITTO_(GATEWAY_)?PASSWD_FILE"):
         load(env_example())
+
+
+def test_compose_refuses_to_start_without_certificates_and_says_how_to_make_them() -> None:
+    # The TLS listener is in the shipped config and no certificate is committed: a
+    # default folder would start a broker that exits at once (issue 12).
+    raw = yaml.safe_load(COMPOSE_FILE.read_text())
+    (mount,) = [
+        v for v in raw["services"]["mosquitto"]["volumes"] if v.endswith(":/mosquitto/certs:ro")
+    ]
+    assert re.match(r"\$\{MOSQUITTO_CERTS_DIR:\?[^}]*scripts/make_certs\.sh", mount), mount
+    assert not env_example()["MOSQUITTO_CERTS_DIR"]
+    env = {**env_example(), **OPERATOR}
+    del env["MOSQUITTO_CERTS_DIR"]
+    with pytest.raises(KeyError, match=r"make_certs\.sh"):
+        load(env)
+
+
+def test_the_certificate_script_writes_every_file_the_tls_listener_reads(tmp_path: Path) -> None:
+    subprocess.run(
+        ["bash", str(REPO_DIR / "scripts" / "make_certs.sh"), str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    conf = MOSQUITTO_CONF.read_text()
+    for key in ("certfile", "keyfile", "cafile"):
+        (path,) = re.findall(rf"^{key}\s+/mosquitto/certs/(\S+)", conf, re.M)
+        assert (tmp_path / path).is_file(), key
+    assert "/deploy/mosquitto/certs/*.key" in (REPO_DIR / ".gitignore").read_text()
 
 
 def test_broker_password_files_have_no_default(compose: dict[str, Any]) -> None:

@@ -12,7 +12,9 @@ import json
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
+from gateway.cases.amend import InspectedFacts, amend_site
 from gateway.cases.models import (
     Case,
     Charge,
@@ -33,7 +35,7 @@ from gateway.cases.models import (
 )
 from gateway.domain import Confirmation, ConfirmationKind
 from gateway.errors import NotFound
-from gateway.registry.models import Waiver
+from gateway.registry.models import SiteConfig, Waiver
 from gateway.state.database import Connection, Database, Row
 
 _FMT = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -78,6 +80,8 @@ def step_body(step: Step) -> dict[str, Any]:
             "inspector": i.inspector,
             "items": [[c.requirement_id, c.passed, c.note] for c in i.items],
         }
+        if i.facts:  # only when recorded, so older steps keep their stored form
+            body["inspection"]["facts"] = dict(i.facts)
     if step.waiver is not None:
         w = step.waiver
         body["waiver"] = {
@@ -114,6 +118,7 @@ def _step(row: Row) -> Step:
             outcome=None if i["outcome"] is None else Outcome(i["outcome"]),
             inspector=i["inspector"],
             items=tuple(ChecklistResult(*item) for item in i["items"]),
+            facts=tuple(sorted(i.get("facts", {}).items())),
         )
     if "waiver" in body:
         w = body["waiver"]
@@ -209,6 +214,19 @@ def waiver_of(step: Step, case: Case) -> Waiver | None:
     return Waiver(rule=case.rule_id, start=w.start or step.at, end=w.end, reference=reference)
 
 
+def inspected_facts(step: Step, tz: ZoneInfo) -> InspectedFacts | None:
+    """The installation facts a passed or failed inspection recorded, from its local day.
+
+    A refusal or no-show inspected nothing (Edgar (f)(4)a.2), so it records no facts.
+    """
+    i = step.inspection
+    if step.kind is not StepKind.INSPECTION_RESULT or i is None or not i.facts:
+        return None
+    if i.outcome not in (Outcome.PASS, Outcome.FAIL):
+        return None
+    return InspectedFacts(day=step.at.astimezone(tz).date(), facts=i.facts)
+
+
 class CaseRepository:
     """Stores cases append-only and answers the queries of the service and the API."""
 
@@ -216,6 +234,13 @@ class CaseRepository:
         self.db = db
         self._confirmations: dict[str, list[Confirmation]] = {}
         self._waivers: dict[str, list[Waiver]] = {}
+        #: Inspection results with facts, per site (dated in the site's time zone when
+        #: the site is read: the repository does not know the registry).
+        self._inspections: dict[str, list[Step]] = {}
+        #: The latest order of each case that has one, with its site and rule, and the
+        #: closed cases (the alert manager's clock reads them: 15.7, 16.2).
+        self._orders: dict[str, tuple[str, str, datetime]] = {}
+        self._closed: set[str] = set()
 
     async def open(self) -> None:
         """Load the confirmations and waivers (the tables are migration 4)."""
@@ -232,6 +257,34 @@ class CaseRepository:
         granted = waiver_of(step, case)
         if granted is not None:
             self._waivers.setdefault(case.site_id, []).append(granted)
+        if step.kind is StepKind.ORDER:
+            known = self._orders.get(case.id)
+            if known is None or step.at > known[2]:
+                self._orders[case.id] = (case.site_id, case.rule_id, step.at)
+        if step.kind is StepKind.CLOSED:
+            self._closed.add(case.id)
+        if step.kind is StepKind.INSPECTION_RESULT and step.inspection and step.inspection.facts:
+            self._inspections.setdefault(case.site_id, []).append(step)
+
+    def order_date(self, site_id: str, rule_id: str) -> datetime | None:
+        """When the open case of this violation was last ordered (Edgar (f)(1): its 30
+        days run from the order), or None without an open, ordered case."""
+        dates = [
+            at
+            for case_id, (site, rule, at) in self._orders.items()
+            if site == site_id and rule == rule_id and case_id not in self._closed
+        ]
+        return max(dates, default=None)
+
+    def amend(self, site: SiteConfig) -> SiteConfig:
+        """``SiteAmendments``: the site with its case-granted waivers and inspected
+        installation facts merged in (the registry reads every site through this)."""
+        waivers = self._waivers.get(site.id, [])
+        steps = self._inspections.get(site.id, [])
+        if not waivers and not steps:
+            return site
+        inspected = [f for step in steps if (f := inspected_facts(step, site.tz)) is not None]
+        return amend_site(site, waivers, inspected)
 
     def waivers(self, site_id: str) -> list[Waiver]:
         """Waivers granted through cases, in the registry's shape (merge with

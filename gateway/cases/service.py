@@ -24,6 +24,7 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from gateway.cases import ledger as ledger_mod
+from gateway.cases.amend import installation_with
 from gateway.cases.deadlines import (
     appointment,
     bucket,
@@ -49,6 +50,7 @@ from gateway.domain import Confirmation, FindingChange, FindingEvent
 from gateway.errors import NotFound
 from gateway.registry import SiteConfig, SiteRegistry
 from gateway.rules.pack import RulePack
+from gateway.rules.verdict import LedgerLine
 from gateway.state.findings import FindingRepository
 
 log = logging.getLogger(__name__)
@@ -269,6 +271,12 @@ class CaseService:
             ]
             if unknown:
                 raise CaseError(f"inspection_result: not in the pack's checklist: {unknown}")
+            try:  # the facts become the site's installation record (16.3): check them now
+                installation_with(
+                    self._site(case.site_id).installation, dict(step.inspection.facts)
+                )
+            except ValueError as exc:  # pydantic's ValidationError is a ValueError
+                raise CaseError(f"inspection_result: installation facts: {exc}") from exc
         if kind is StepKind.WAIVER_APPLIED and (step.waiver is None or not step.waiver.grounds):
             raise CaseError("waiver_applied: describe the hardship (Edgar (f)(3)b)")
         if kind is StepKind.WAIVER_DECIDED:
@@ -369,6 +377,26 @@ class CaseService:
         posted = await self.repo.ledger(frozenset({site_id}))
         await self.repo.post(ledger_mod.reconcile(computed, posted), now)
         return await self.repo.ledger(frozenset({site_id}))
+
+    async def ledger_lines(self, site_id: str) -> list[LedgerLine] | None:
+        """``LedgerSource`` for the reports: the site's posted ledger, brought up to
+        date, or None when the site has no case (issue 16.5)."""
+        if not await self.repo.list_cases(frozenset({site_id})):
+            return None
+        return [
+            LedgerLine(
+                line=e.seq,
+                kind=e.kind.value,
+                period=e.period,
+                amount_cents=e.amount_cents,
+                max_cents=e.max_cents,
+                basis=e.basis,
+                citation=e.citation,
+                referral=e.referral,
+                corrects=e.corrects,
+            )
+            for e in await self.post_ledger(site_id)
+        ]
 
     async def ledger(self, site_ids: frozenset[str] | None) -> list[LedgerEntry]:
         """Post every visible site's ledger, then return the lines."""

@@ -68,6 +68,8 @@ def audit(
             }
             sys.stdout.write(json.dumps(line, default=str) + "\n")
     else:
+        # People read ordinance titles; file names stay in --json (issue 20.3).
+        titles = {pack.file: pack.title for pack in loaded.values()}
         table = Table(title=f"Installation audit ({len(targets)} sites)")
         for col in ("site", "status", "requirement", "finding", "citation"):
             table.add_column(col, overflow="fold")
@@ -79,7 +81,7 @@ def audit(
                 f"[{style}]{shown}[/{style}]",
                 i.requirement_id,
                 i.message,
-                "; ".join(str(c) for c in i.citations),
+                "; ".join(c.cited(titles.get(c.file)) for c in i.citations),
             )
         Console().print(table)
         failing = {i.site_id for i in items if i.status == "fail"}
