@@ -64,16 +64,21 @@ async def _web_server(settings: Settings) -> AsyncIterator[str]:
         await asyncio.wait_for(task, timeout=15)
 
 
-async def _shared_state(pg_url: str) -> None:
+async def _shared_state(pg_url: str, *, alert: bool = True) -> None:
     """What the gateways left in the state: an admin account and one open alert."""
     db = PostgresDatabase(pg_url)
     await db.open()
     accounts = AccountStore(db, SECRET, hasher=FAST_HASHER)
     await accounts.add_user("admin", "admin-test-password", Role.ADMIN)
+    if alert:
+        await _gateway_raises_an_alert(db)
+    await db.close()
+
+
+async def _gateway_raises_an_alert(db: PostgresDatabase) -> None:
     harness = make(db)
     await harness.manager.open()
     await harness.manager.on_events([ev(FindingChange.OPENED, finding())])
-    await db.close()
 
 
 async def _sign_in(client: httpx.AsyncClient) -> None:
@@ -105,3 +110,25 @@ async def test_a_session_from_one_web_server_is_valid_on_another_and_both_show_t
     assert seen[0] == seen[1]
     assert [(a["site_id"], a["state"]) for a in seen[0]] == [("elm-12", AlertState.OPEN.value)]
     assert health["status"] == "ok" and health["broker_connected"] is False
+
+
+async def test_a_live_page_on_a_web_server_updates_when_a_gateway_raises_an_alert(
+    tmp_path: Path, pg_url: str
+) -> None:
+    await _shared_state(pg_url, alert=False)
+    gateway = PostgresDatabase(pg_url)  # another process's connection to the state
+    await gateway.open()
+    async with (
+        _web_server(_settings(tmp_path, "web", pg_url)) as web,
+        httpx.AsyncClient(base_url=web, timeout=20) as client,
+    ):
+        await _sign_in(client)
+        async with client.stream("GET", "/site/elm-12/events") as events:
+            lines = events.aiter_lines()
+            await asyncio.sleep(0.5)  # the stream has taken its first look
+            await _gateway_raises_an_alert(gateway)
+            async with asyncio.timeout(15):
+                async for line in lines:
+                    if line == "event: panels":
+                        break
+    await gateway.close()
