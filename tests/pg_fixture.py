@@ -100,6 +100,16 @@ def _owned_dir() -> Path:
     return root
 
 
+def _run(argv: list[str], root: Path) -> None:
+    """Run a cluster command as its owner; fail the session with its output (and the
+    server's log) when it fails, which a bare CalledProcessError would not show."""
+    done = subprocess.run(_as_owner(argv), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        log = root / "log"
+        server = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        pytest.fail(f"{Path(argv[0]).name} failed:\n{done.stdout}{done.stderr}\n{server}")
+
+
 def _wait_ready(host: str, port: int) -> None:
     with socket.create_connection((host, port), timeout=5):
         pass
@@ -112,26 +122,20 @@ def pg_cluster() -> Iterator[PgCluster]:
     root = _owned_dir()
     data, port = root / "data", free_port()
     user = "postgres" if os.geteuid() == 0 else os.environ.get("USER", "postgres")
-    subprocess.run(
-        _as_owner(
-            [str(bin_dir / "initdb"), "-D", str(data), "-U", user, "--auth=trust",
-             "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"]
-        ),
-        check=True,
-        capture_output=True,
+    _run(
+        [str(bin_dir / "initdb"), "-D", str(data), "-U", user, "--auth=trust",
+         "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"],
+        root,
     )  # fmt: skip
     # Durability off: a test cluster trades crash safety for speed.
     options = (
         f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
         " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
     )
-    subprocess.run(
-        _as_owner(
-            [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-o", options,
-             "-w", "-t", "60", "start"]
-        ),
-        check=True,
-        capture_output=True,
+    _run(
+        [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-o", options,
+         "-w", "-t", "60", "start"],
+        root,
     )  # fmt: skip
     try:
         _wait_ready("127.0.0.1", port)
