@@ -67,9 +67,14 @@ class _Server(uvicorn.Server):
 
 
 def serve(
-    settings: Settings, *, log_level: str = "info", on_stop: Callable[[], None] | None = None
+    settings: Settings,
+    *,
+    log_level: str = "info",
+    on_stop: Callable[[], None] | None = None,
+    ingest: bool = True,
 ) -> None:
-    """Run the gateway and its API in this process until SIGINT/SIGTERM.
+    """Run the gateway and its API in this process until SIGINT/SIGTERM (``ingest``
+    False: the API and pages only).
 
     ``on_stop`` runs as soon as the signal arrives, before the graceful shutdown (the
     demo stops its simulator there, so the shutdown does not compete with its load)."""
@@ -78,7 +83,8 @@ def serve(
     # Everything the process writes (database, -wal/-shm, spool, reports) is for
     # its own user only: mode 600 files, 700 folders.
     os.umask(0o077)
-    _Server(server_config(create_app(settings), settings, log_level), on_stop).run()
+    app_ = create_app(settings, ingest=ingest)
+    _Server(server_config(app_, settings, log_level), on_stop).run()
 
 
 @app.command()
@@ -96,9 +102,24 @@ def gateway(
             "(repeat; default none)"
         ),
     ] = None,
+    no_api: Annotated[
+        bool,
+        typer.Option(
+            "--no-api",
+            help="Ingestion only: no HTTP (web servers elsewhere share its PostgreSQL state)",
+        ),
+    ] = False,
+    standby: Annotated[
+        bool,
+        typer.Option(
+            "--standby",
+            help="With --no-api and a PostgreSQL state: hold no shard until one's lease "
+            "runs out, then take it over",
+        ),
+    ] = False,
     verbose: bool = False,
 ) -> None:
-    """Run the ingestion gateway with its HTTP API (one process)."""
+    """Run the ingestion gateway with its HTTP API (one process), or without it."""
     from gateway.accounts.secret import resolve_secret_key
     from gateway.errors import ConfigError
 
@@ -112,6 +133,9 @@ def gateway(
         api_port=api_port,
         trusted_proxies=trusted_proxy or None,
     )
+    if no_api or standby:
+        _ingest_only(settings, standby=standby)
+        return
     if settings.auth_enabled:
         try:
             resolve_secret_key(settings)
@@ -119,6 +143,47 @@ def gateway(
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from exc
     serve(settings)
+
+
+@app.command()
+def api(
+    config: ConfigOpt = None,
+    api_port: Annotated[int | None, typer.Option(help="HTTP port")] = None,
+    trusted_proxy: Annotated[
+        list[str] | None,
+        typer.Option(help="A reverse proxy (IP or network) whose X-Forwarded-* to believe"),
+    ] = None,
+    verbose: bool = False,
+) -> None:
+    """Serve the API and pages without ingesting, over the state the gateways keep in
+    PostgreSQL (state_url) and their time-series store; run any number of them."""
+    from gateway.accounts.secret import resolve_secret_key
+    from gateway.errors import ConfigError
+
+    _logging(verbose)
+    settings = load_settings(config, api_port=api_port, trusted_proxies=trusted_proxy or None)
+    if settings.auth_enabled:
+        try:
+            resolve_secret_key(settings)
+        except ConfigError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
+    serve(settings, ingest=False)
+
+
+def _ingest_only(settings: Settings, *, standby: bool) -> None:
+    """``gateway --no-api``: no sessions to sign, so no secret key is needed."""
+    import asyncio
+
+    from gateway.errors import ConfigError
+    from gateway.runtime import run_until_signalled
+
+    os.umask(0o077)  # as serve(): the files it writes are its user's only
+    try:
+        asyncio.run(run_until_signalled(settings, standby=standby))
+    except ConfigError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
 
 
 def _port_free(port: int) -> bool:

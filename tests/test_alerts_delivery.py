@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import aiomqtt
@@ -29,7 +28,7 @@ from gateway.broker import BrokerProcess, free_port
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
 from gateway.registry.models import Contact, NodeConfig, SiteConfig, SiteRegistry
 from gateway.rules.pack import load_packs
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import Database
 
 pytestmark = pytest.mark.integration
 
@@ -185,11 +184,9 @@ def opened(
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[SqliteDatabase]:
-    database = SqliteDatabase(tmp_path / "alerts.db")
-    await database.open()
-    yield database
-    await database.close()
+def db(state_db: Database) -> Database:
+    """The outbox's database, on SQLite and on PostgreSQL (each test runs on both)."""
+    return state_db
 
 
 @contextlib.asynccontextmanager
@@ -212,7 +209,7 @@ OWNER = Contact(name="Pat Owner", email="owner@example.org")
 
 
 async def test_email_arrives_with_plain_and_html_evidence_citation_and_stable_message_id(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     port = free_port()
     with smtp_server(port) as smtp:
@@ -245,7 +242,7 @@ async def test_email_arrives_with_plain_and_html_evidence_citation_and_stable_me
 
 
 async def test_smtp_down_for_a_while_then_back_delivers_once_after_retries(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     port = free_port()  # nothing listens yet
     manager = AlertManager(db=db, registry=registry(OWNER), config=config(port))
@@ -277,7 +274,7 @@ async def eventually_async(check: Callable[[], Awaitable[bool]], timeout: float 
 
 
 async def test_notifications_pending_at_shutdown_are_delivered_by_the_next_manager(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     port = free_port()
     first = AlertManager(db=db, registry=registry(OWNER), config=config(port))
@@ -296,7 +293,7 @@ async def test_notifications_pending_at_shutdown_are_delivered_by_the_next_manag
 
 
 async def test_webhook_posts_json_that_the_receiver_verifies_by_its_signature(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     with webhook_server() as hook:
         contact = Contact(name="HA", webhook_url=hook.url, channels=("webhook",))
@@ -317,7 +314,7 @@ async def test_webhook_posts_json_that_the_receiver_verifies_by_its_signature(
 
 
 async def test_a_webhook_with_the_wrong_secret_is_refused_by_the_receiver(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     with webhook_server() as hook:
         contact = Contact(name="HA", webhook_url=hook.url, channels=("webhook",))
@@ -336,7 +333,7 @@ async def test_a_webhook_with_the_wrong_secret_is_refused_by_the_receiver(
 
 
 async def test_a_send_cut_short_by_a_crash_is_retried_with_the_same_idempotency_key(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     with webhook_server(delay_s=0.5) as hook:
         contact = Contact(name="HA", webhook_url=hook.url, channels=("webhook",))
@@ -365,7 +362,7 @@ async def test_a_send_cut_short_by_a_crash_is_retried_with_the_same_idempotency_
 
 
 async def test_site_alert_state_is_retained_on_mosquitto_for_home_automation(
-    db: SqliteDatabase,
+    db: Database,
     mosquitto: BrokerProcess,
 ) -> None:
     async with MqttPublisher(mosquitto.host, mosquitto.port, client_id="alerts-test") as pub:
@@ -397,7 +394,7 @@ async def test_site_alert_state_is_retained_on_mosquitto_for_home_automation(
 
 
 async def test_apprise_urls_deliver_through_apprise_and_are_redacted_in_the_log(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     with webhook_server(signed=False) as target:
         url = target.url.replace("http://", "json://")
@@ -421,7 +418,7 @@ async def test_apprise_urls_deliver_through_apprise_and_are_redacted_in_the_log(
 
 
 async def test_mqtt_state_follows_the_alert_across_a_broker_restart(
-    db: SqliteDatabase,
+    db: Database,
     mosquitto: BrokerProcess,
 ) -> None:
     async with MqttPublisher(mosquitto.host, mosquitto.port, client_id="alerts-rs") as pub:

@@ -1,4 +1,4 @@
-"""Cases, steps, documents and ledger lines in SQLite (tables: migration 0004_cases.sql).
+"""Cases, steps, documents and ledger lines in the state database (tables: migration 4).
 
 Also the :class:`~gateway.domain.ConfirmationSource` the verdicts read: observations,
 inspection results and proofs of correction, kept in memory (loaded at open and
@@ -9,7 +9,6 @@ report assembly.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any
@@ -37,7 +36,7 @@ from gateway.cases.models import (
 from gateway.domain import Confirmation, ConfirmationKind
 from gateway.errors import NotFound
 from gateway.registry.models import SiteConfig, Waiver
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import Connection, Database, Row
 
 _FMT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -106,7 +105,7 @@ def step_body(step: Step) -> dict[str, Any]:
     return body
 
 
-def _step(row: sqlite3.Row) -> Step:
+def _step(row: Row) -> Step:
     body = json.loads(row["body"])
     service = inspection = waiver = None
     if "service" in body:
@@ -151,7 +150,7 @@ def _step(row: sqlite3.Row) -> Step:
     )
 
 
-def _entry(row: sqlite3.Row) -> LedgerEntry:
+def _entry(row: Row) -> LedgerEntry:
     return LedgerEntry(
         seq=row["seq"],
         key=row["key"],
@@ -231,7 +230,7 @@ def inspected_facts(step: Step, tz: ZoneInfo) -> InspectedFacts | None:
 class CaseRepository:
     """Stores cases append-only and answers the queries of the service and the API."""
 
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
         self._confirmations: dict[str, list[Confirmation]] = {}
         self._waivers: dict[str, list[Waiver]] = {}
@@ -303,7 +302,7 @@ class CaseRepository:
     async def create(self, case: Case) -> None:
         """Insert a new case and its first steps."""
 
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             conn.execute(
                 "INSERT INTO cases (id, site_id, jurisdiction, rule_id, origin, title, opened_at)"
                 " VALUES (?,?,?,?,?,?,?)",
@@ -359,7 +358,7 @@ class CaseRepository:
         return await self._select(where, tuple(args))
 
     async def _select(self, where: str, args: tuple[Any, ...]) -> list[Case]:
-        def run(conn: sqlite3.Connection) -> list[Case]:
+        def run(conn: Connection) -> list[Case]:
             rows = conn.execute(f"SELECT * FROM cases c {where} ORDER BY opened_at, id", args)
             cases = []
             for row in rows.fetchall():
@@ -385,7 +384,7 @@ class CaseRepository:
     async def has_finding(self, finding_id: str) -> bool:
         """True if some case already holds this finding as an episode."""
 
-        def run(conn: sqlite3.Connection) -> bool:
+        def run(conn: Connection) -> bool:
             row = conn.execute(
                 "SELECT 1 FROM case_steps WHERE finding_id = ? LIMIT 1", (finding_id,)
             ).fetchone()
@@ -416,8 +415,8 @@ class CaseRepository:
     async def document(self, case_id: str, doc_id: str) -> tuple[Document, bytes]:
         """A stored file of a case; NotFound otherwise."""
 
-        def run(conn: sqlite3.Connection) -> sqlite3.Row | None:
-            row: sqlite3.Row | None = conn.execute(
+        def run(conn: Connection) -> Row | None:
+            row: Row | None = conn.execute(
                 "SELECT * FROM case_documents WHERE id = ? AND case_id = ?", (doc_id, case_id)
             ).fetchone()
             return row
@@ -433,7 +432,7 @@ class CaseRepository:
     async def ledger(self, site_ids: frozenset[str] | None = None) -> list[LedgerEntry]:
         """Posted lines in posting order (of some sites, or all)."""
 
-        def run(conn: sqlite3.Connection) -> list[LedgerEntry]:
+        def run(conn: Connection) -> list[LedgerEntry]:
             if site_ids is None:
                 rows = conn.execute("SELECT * FROM case_ledger ORDER BY seq")
             else:
@@ -451,7 +450,7 @@ class CaseRepository:
     async def post(self, lines: list[tuple[Charge, int | None]], at: datetime) -> int:
         """Append ledger lines (charges and reversals); returns how many."""
 
-        def run(conn: sqlite3.Connection) -> int:
+        def run(conn: Connection) -> int:
             for charge, corrects in lines:
                 conn.execute(
                     "INSERT INTO case_ledger (key, site_id, case_id, kind, period, amount_cents,"
@@ -479,7 +478,7 @@ class CaseRepository:
         return await self.db.write(run)
 
 
-def _insert_step(conn: sqlite3.Connection, step: Step) -> None:
+def _insert_step(conn: Connection, step: Step) -> None:
     conn.execute(
         "INSERT INTO case_steps (id, case_id, kind, at, recorded_at, actor, actor_role, note,"
         " finding_id, body) VALUES (?,?,?,?,?,?,?,?,?,?)",

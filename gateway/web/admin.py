@@ -11,7 +11,6 @@ sites (404 for another site's alert).
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -88,15 +87,6 @@ class HourCounts:
     total: int
 
 
-def _per_hour(conn: sqlite3.Connection, since: datetime) -> list[tuple[int, str, int]]:
-    rows = conn.execute(
-        "SELECT CAST(received_at / 3600 AS INTEGER) AS hour, reason, COUNT(*) FROM deadletters"
-        " WHERE received_at >= ? GROUP BY hour, reason ORDER BY hour DESC",
-        (since.timestamp(),),
-    )
-    return [(int(h), str(r), int(n)) for h, r, n in rows]
-
-
 def hour_table(rows: list[tuple[int, str, int]]) -> list[HourCounts]:
     """(epoch hour, reason, count) rows -> one line per hour, newest first."""
     by_hour: dict[int, Counter[str]] = {}
@@ -118,7 +108,7 @@ async def deadletters_page(
     services = _services(request)
     since = datetime.now(UTC) - timedelta(hours=DEADLETTER_HOURS)
     totals = await services.state.deadletter_counts()
-    hours = hour_table(await services.db.read(lambda conn: _per_hour(conn, since)))
+    hours = hour_table(await services.state.deadletters_per_hour(since))
     latest = await services.state.deadletters(reason=reason, limit=50)
     examples = [
         {
