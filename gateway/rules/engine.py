@@ -319,8 +319,10 @@ class RulesEngine:
         enforced = spec is not None and spec.enforced
         evidence = dict(verdict.evidence)
         citations: tuple[Any, ...] = ()
-        if spec is not None and enforced:
-            citations = spec.citations
+        if spec is not None and enforced and pack is not None:
+            # Only the sections in force on the day it opens: Edgar (e)(1)b governs
+            # "between November 15 and April 15" and is not cited in April frost.
+            citations = pack.citations_on(rule_id, at.astimezone(mon.site.tz).date())
         elif spec is not None and spec.note:
             evidence["ordinance_note"] = spec.note
         audience = (
