@@ -116,4 +116,3 @@ def test_the_icing_distance_is_reported_as_a_default_where_the_text_gives_none()
     # Edgar (c)(2)c forbids "any icy condition" but sets no distance: 10 ft is ours.
     finding = _icing_finding(datetime(2027, 1, 10, 12, tzinfo=UTC), air_c=-6.0)
     assert finding.evidence["pack_distance_is_default"] is True
-
