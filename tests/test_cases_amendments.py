@@ -26,6 +26,7 @@ from gateway.cases.models import (
 )
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import Actor, CaseError, CaseService
+from gateway.domain import FindingChange
 from gateway.registry.models import InstallationRecord, SiteConfig, SiteRegistry
 from gateway.reports.models import SiteReport
 from gateway.rules.audit import AuditStatus, audit_site
@@ -101,6 +102,24 @@ async def test_a_case_granted_edgar_waiver_silences_the_sanitary_finding_and_aud
     assert _status(merged, START + timedelta(hours=1)) == "waived"
     assert _status(merged, end + timedelta(minutes=1)) == "fail"
     assert _status(site, START + timedelta(hours=1)) == "fail"  # the file alone
+
+
+async def test_a_waiver_granted_while_the_engine_runs_is_honoured_from_its_next_tick(
+    db: SqliteDatabase,
+) -> None:
+    site = make_site("elm-9", "edgar", destination="sanitary")
+    clock = Clock(START)
+    service, registry = await _cases(db, site, clock)
+    engine = RulesEngine(registry, load_packs())
+    sim = MiniSump(site, START, faults=Faults(sanitary_share=1.0), noise=1.0)
+    (finding,) = opened(feed(engine, sim.run(3 * 3600)), "sanitary_discharge")
+    now = START + timedelta(hours=3)
+    await _grant(service, site.id, now, now + timedelta(days=30))
+    engine.tick(now)  # the gateway ticks every few seconds
+    later = feed(engine, sim.run(3600))
+    cleared = [e for e in later if e.change is FindingChange.CLEARED]
+    assert [e.finding.id for e in cleared] == [finding.id]
+    assert opened(later, "sanitary_discharge") == []
 
 
 async def test_under_local_law_6_2024_the_pack_offers_no_waiver_to_grant(
