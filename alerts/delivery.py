@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -23,7 +22,7 @@ from alerts.policy import backoff_delay
 from alerts.render import render, site_state
 from alerts.sites import Sites
 from gateway.errors import NotFound
-from gateway.state.database import Database
+from gateway.state.database import Connection, Database
 
 log = logging.getLogger(__name__)
 
@@ -48,18 +47,42 @@ class Delivery:
         config: AlertsConfig,
         channels: Mapping[str, Channel],
         clock: Callable[[], datetime],
+        ordinances: Mapping[str, str] | None = None,
+        *,
+        owner: str = "gateway",
     ) -> None:
         self.db = db
+        #: Who claims (the gateway's client id): a gateway restarted with the same id
+        #: takes its own interrupted claims back at once, not after their lease.
+        self.owner = owner
         self.sites = sites
         self.config = config
         self.channels = channels
         self._clock = clock
+        self.ordinances: Mapping[str, str] = ordinances or {}
         self._in_flight: set[str] = set()
 
+    @property
+    def _shared(self) -> bool:
+        """True when other gateways may claim from the same outbox (PostgreSQL)."""
+        return self.db.dialect == "postgresql"
+
     async def recover(self) -> int:
-        """Requeue deliveries a crash left in ``sending``; returns how many."""
+        """At start: requeue deliveries a crash left in ``sending``; returns how many.
+        With a shared outbox only this gateway's own and those whose claim ran out:
+        the rest are in flight at another gateway."""
+        now, shared = self._clock(), self._shared
+        owner = self.owner if shared else None
+        return await self.db.write(
+            lambda conn: outbox.recover_interrupted(conn, now, owner=owner, skip_locked=shared)
+        )
+
+    async def _recover_expired(self) -> None:
+        """A dead gateway's claims, once they have run out (shared outbox only)."""
         now = self._clock()
-        return await self.db.write(lambda conn: outbox.recover_interrupted(conn, now))
+        await self.db.write(
+            lambda conn: outbox.recover_interrupted(conn, now, owner="", skip_locked=True)
+        )
 
     async def close(self) -> None:
         """Put deliveries cut short by cancellation back in the queue."""
@@ -72,6 +95,8 @@ class Delivery:
     async def run_once(self) -> int:
         """Send what is due now. Returns the sends made."""
         now = self._clock()
+        if self._shared:
+            await self._recover_expired()
         claimed = await self.db.write(lambda conn: self._claim(conn, now))
         if not claimed:
             return 0
@@ -86,8 +111,14 @@ class Delivery:
         await asyncio.gather(*(deliver(c) for c in claimed))
         return len(claimed)
 
-    def _claim(self, conn: sqlite3.Connection, now: datetime) -> list[Claimed]:
-        taken = outbox.claim(conn, now, self.config.max_concurrent_sends * 4)
+    def _claim(self, conn: Connection, now: datetime) -> list[Claimed]:
+        taken = outbox.claim(
+            conn,
+            now,
+            self.config.max_concurrent_sends * 4,
+            skip_locked=self._shared,
+            owner=self.owner,
+        )
         site_cache: dict[str, tuple[Alert, ...]] = {}
         claimed = []
         for n, attempt_id in taken:
@@ -107,7 +138,12 @@ class Delivery:
             return DeliveryResult(False, f"channel {n.channel!r} is not configured", permanent=True)
         now = self._clock()
         message = render(
-            item.alert, n, self.sites.get(n.site_id), public_url=self.config.public_url, now=now
+            item.alert,
+            n,
+            self.sites.get(n.site_id),
+            public_url=self.config.public_url,
+            now=now,
+            ordinances=self.ordinances,
         )
         if n.channel == "mqtt":
             message = replace(message, payload=site_state(n.site_id, item.site_alerts, now))
@@ -121,7 +157,7 @@ class Delivery:
             log.exception("alerts: channel %s raised", n.channel)
             return DeliveryResult(False, f"channel error: {exc!r}")
 
-    def _record(self, conn: sqlite3.Connection, item: Claimed, result: DeliveryResult) -> None:
+    def _record(self, conn: Connection, item: Claimed, result: DeliveryResult) -> None:
         now = self._clock()
         n = item.notification
         give_up = result.permanent or n.attempts >= self.config.retry.max_attempts

@@ -88,13 +88,18 @@ class Policy:
 class Escalation:
     """How a violation of this rule in this jurisdiction reaches public works.
 
-    ``clock_start`` comes from :func:`alerts.policy.violation_clock_start` (the first
-    episode of the season year); ``grace`` None or zero means at once.
+    ``clock_start`` comes from :func:`alerts.policy.compliance_clock_start` (the
+    case's order once there is one, else the first episode of the season year);
+    ``grace`` None or zero means at once, unless ``by_case``.
     """
 
     grace: timedelta | None
     clock_start: datetime
     default_assignee: str | None = None
+    #: Public works hears of this rule through its case's deadlines, not the alert's
+    #: age: the pack has an order step (Edgar (f)(1): the 30 days run from the order,
+    #: and ``gateway.cases.escalation`` alerts public works when they run out).
+    by_case: bool = False
 
 
 class Step(StrEnum):
@@ -248,8 +253,12 @@ def _start_clock(
     """Set the escalation deadline, or escalate now when there is no grace period or
     the violation's clock (started by an earlier episode this season) has run out."""
     period = escalation.grace
+    if escalation.by_case:  # the case's deadlines escalate; the alert keeps the clock
+        return replace(alert, clock_started_at=min(escalation.clock_start, now)), ()
     if period is None or period <= timedelta(0):
-        return _escalated(alert, now, escalation), (Send(To.PUBLIC_WORKS, Reason.OPENED),)
+        # Handed to public works at once: an escalation, with its "Ordinance violation:"
+        # subject (review O8), not a plain "opened".
+        return _escalated(alert, now, escalation), (Send(To.PUBLIC_WORKS, Reason.ESCALATED),)
     start = min(escalation.clock_start, now)
     alert = replace(alert, clock_started_at=start, escalate_at=start + period)
     if start + period <= now:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sqlite3
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -39,21 +38,25 @@ from alerts.models import Alert, AlertQuery, DeliveryAttempt, Notification, Reas
 from alerts.policy import (
     DEFAULT_SEASON_START,
     Target,
+    compliance_clock_start,
     homeowner_targets,
     public_works_targets,
     quiet_until,
-    violation_clock_start,
 )
 from alerts.render import render
 from alerts.sites import Sites
 from gateway.domain import Audience, FindingEvent, Severity
 from gateway.errors import NotFound
-from gateway.state.database import Database
+from gateway.state.database import Connection, Database
 
 log = logging.getLogger(__name__)
 
 GracePeriod = Callable[[str, str], timedelta | None]
 SeasonStart = Callable[[str], tuple[int, int]]
+#: (site id, rule id) -> when the open case of that violation was ordered, if it was.
+OrderDate = Callable[[str, str], datetime | None]
+#: (jurisdiction, rule id) -> True when public works hears of it through case deadlines.
+FollowsCase = Callable[[str, str], bool]
 
 SYSTEM = lifecycle.SYSTEM
 
@@ -83,13 +86,21 @@ class AlertManager:
         grace_period: GracePeriod | None = None,
         channels: Mapping[str, Channel] | None = None,
         season_start: SeasonStart | None = None,
+        order_date: OrderDate | None = None,
+        follows_case: FollowsCase | None = None,
+        ordinances: Mapping[str, str] | None = None,
+        owner: str = "gateway",
     ) -> None:
+        """``ordinances``: each ordinance text's title by file (from the rule packs), so
+        messages name the ordinance, not its file (issue 20.3)."""
         self.db = db
         self.registry = registry
         self.config = config
         self._clock = clock
         self._grace = grace_period
         self._season_start = season_start
+        self._order_date = order_date
+        self._follows_case = follows_case
         self._mqtt = mqtt if config.mqtt.enabled else None
         self.channels: dict[str, Channel] = {
             "webhook": WebhookChannel(config.webhook),
@@ -101,7 +112,10 @@ class AlertManager:
             self.channels["mqtt"] = MqttChannel(self._mqtt, config.mqtt.qos)
         self.channels.update(channels or {})
         self.policy = Policy(config.flap_window, config.repeat_interval, config.repeat_max)
-        self.delivery = Delivery(db, registry, config, self.channels, clock)
+        self.ordinances: Mapping[str, str] = ordinances or {}
+        self.delivery = Delivery(
+            db, registry, config, self.channels, clock, self.ordinances, owner=owner
+        )
         self._wake = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -125,14 +139,14 @@ class AlertManager:
             return
         now = self._clock()
 
-        def apply(conn: sqlite3.Connection) -> None:
+        def apply(conn: Connection) -> None:
             for event in events:
                 self._apply(conn, event, now)
 
         await self.db.write(apply)
         self._wake.set()
 
-    def _apply(self, conn: sqlite3.Connection, event: FindingEvent, now: datetime) -> None:
+    def _apply(self, conn: Connection, event: FindingEvent, now: datetime) -> None:
         f = event.finding
         tracked = outbox.following(conn, f, now - self.config.flap_window)
         jurisdiction = self._jurisdiction(f.site_id)
@@ -140,6 +154,7 @@ class AlertManager:
             grace=None if self._grace is None else self._grace(jurisdiction, f.rule_id),
             clock_start=self._clock_start(conn, f.site_id, f.rule_id, f.opened_at, now),
             default_assignee=self.config.jurisdiction(jurisdiction).default_assignee,
+            by_case=self._follows_case is not None and self._follows_case(jurisdiction, f.rule_id),
         )
         decision = lifecycle.on_event(
             tracked,
@@ -153,16 +168,20 @@ class AlertManager:
         self._store(conn, decision, now)
 
     def _clock_start(
-        self, conn: sqlite3.Connection, site_id: str, rule_id: str, opened: datetime, now: datetime
+        self, conn: Connection, site_id: str, rule_id: str, opened: datetime, now: datetime
     ) -> datetime:
-        """The violation's clock: its first episode this season year (issue 15.7)."""
+        """The violation's one clock (issue 15.7, 16.2): the case's order once there is
+        one, else its first episode this season year."""
         site = self.registry.get(site_id)
         tz = site.tz if site is not None else ZoneInfo("UTC")
         start = DEFAULT_SEASON_START
         if self._season_start is not None and site is not None:
             start = self._season_start(site.jurisdiction)
         earlier = outbox.episode_starts(conn, site_id, rule_id, now - _EPISODE_LOOKBACK)
-        return violation_clock_start(min(opened, now), earlier, tz=tz, season_start=start)
+        ordered = None if self._order_date is None else self._order_date(site_id, rule_id)
+        return compliance_clock_start(
+            min(opened, now), earlier, tz=tz, season_start=start, order_at=ordered
+        )
 
     def _jurisdiction(self, site_id: str) -> str:
         site = self.registry.get(site_id)
@@ -170,7 +189,7 @@ class AlertManager:
 
     # ------------------------------------------------------------------ writing a decision
 
-    def _store(self, conn: sqlite3.Connection, decision: Decision, now: datetime) -> None:
+    def _store(self, conn: Connection, decision: Decision, now: datetime) -> None:
         """Write a decision in the caller's transaction (the outbox)."""
         alert = decision.alert
         if alert is None:
@@ -187,7 +206,7 @@ class AlertManager:
         if decision.publish_state:
             self._queue_state(conn, alert, now)
 
-    def _targets(self, conn: sqlite3.Connection, alert: Alert, to: To) -> list[Target]:
+    def _targets(self, conn: Connection, alert: Alert, to: To) -> list[Target]:
         if to is To.HOMEOWNER:
             site = self.registry.get(alert.site_id)
             return homeowner_targets(site.contacts) if site is not None else []
@@ -198,7 +217,7 @@ class AlertManager:
 
     def _queue(
         self,
-        conn: sqlite3.Connection,
+        conn: Connection,
         alert: Alert,
         targets: Sequence[Target],
         reason: Reason,
@@ -218,7 +237,7 @@ class AlertManager:
             rows.append((_new_id(), t, reason, not_before))
         outbox.queue(conn, alert, rows, now)
 
-    def _queue_state(self, conn: sqlite3.Connection, alert: Alert, now: datetime) -> None:
+    def _queue_state(self, conn: Connection, alert: Alert, now: datetime) -> None:
         """Queue a retained-state publish for the alert's site (coalesced per site)."""
         if self._mqtt is None:
             return
@@ -273,8 +292,12 @@ class AlertManager:
     async def _act(self, alert_id: str, decide: Callable[[Alert], Decision]) -> Alert:
         now = self._clock()
 
-        def run(conn: sqlite3.Connection) -> Alert:
-            self._store(conn, decide(self._require(conn, alert_id)), now)
+        # On a shared state the row is locked first: a gateway's repeat or escalation
+        # of the same alert commits before (and this decision reads it) or after.
+        lock = self.db.dialect == "postgresql"
+
+        def run(conn: Connection) -> Alert:
+            self._store(conn, decide(self._require(conn, alert_id, for_update=lock)), now)
             return self._require(conn, alert_id)
 
         alert = await self.db.write(run)
@@ -282,8 +305,8 @@ class AlertManager:
         return alert
 
     @staticmethod
-    def _require(conn: sqlite3.Connection, alert_id: str) -> Alert:
-        alert = outbox.get_alert(conn, alert_id)
+    def _require(conn: Connection, alert_id: str, *, for_update: bool = False) -> Alert:
+        alert = outbox.get_alert(conn, alert_id, for_update=for_update)
         if alert is None:
             raise NotFound(f"no alert with id {alert_id!r}")
         return alert
@@ -311,14 +334,21 @@ class AlertManager:
         as the channel would), so a gateway without e-mail still shows its messages."""
         now = self._clock()
 
-        def run(conn: sqlite3.Connection) -> list[tuple[Notification, str, str]]:
+        def run(conn: Connection) -> list[tuple[Notification, str, str]]:
             out = []
             for n in outbox.recent_notifications(conn, limit):
                 alert = outbox.get_alert(conn, n.alert_id)
                 if alert is None:
                     continue
                 site = self.registry.get(n.site_id)
-                message = render(alert, n, site, public_url=self.config.public_url, now=now)
+                message = render(
+                    alert,
+                    n,
+                    site,
+                    public_url=self.config.public_url,
+                    now=now,
+                    ordinances=self.ordinances,
+                )
                 out.append((n, message.subject, message.text))
             return out
 
@@ -369,9 +399,10 @@ class AlertManager:
         await self.db.write(lambda conn: self._due_escalations_and_repeats(conn, now))
         return await self.delivery.run_once()
 
-    def _due_escalations_and_repeats(self, conn: sqlite3.Connection, now: datetime) -> None:
-        for alert in outbox.due_escalations(conn, now):
+    def _due_escalations_and_repeats(self, conn: Connection, now: datetime) -> None:
+        shared = self.db.dialect == "postgresql"  # other gateways act on the same alerts
+        for alert in outbox.due_escalations(conn, now, skip_locked=shared):
             routing = self.config.jurisdiction(alert.jurisdiction)
             self._store(conn, lifecycle.escalation_due(alert, now, routing.default_assignee), now)
-        for alert in outbox.due_repeats(conn, now):
+        for alert in outbox.due_repeats(conn, now, skip_locked=shared):
             self._store(conn, lifecycle.repeat_due(alert, now, self.policy), now)

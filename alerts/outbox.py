@@ -1,6 +1,6 @@
-"""The alert outbox in SQLite: every SQL statement of the alerts package.
+"""The alert outbox in the state database: every SQL statement of the alerts package.
 
-Row mapping, queries and writes as plain functions of a ``sqlite3.Connection``, so
+Row mapping, queries and writes as plain functions of a ``Connection`` (either backend's), so
 the manager composes them inside one transaction (a finding event's alert change
 and every notification it causes commit together: the ``notifications`` table is
 the outbox). The tables come from the state migrations (gateway/state/migrations).
@@ -9,10 +9,9 @@ the outbox). The tables come from the state migrations (gateway/state/migrations
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from alerts.lifecycle import SYSTEM, AlertHistoryRow, HistoryEntry, Notified, Step, Tracked
@@ -27,6 +26,11 @@ from alerts.models import (
 )
 from alerts.policy import Target
 from gateway.domain import Finding, Severity
+from gateway.state.database import Connection, Row
+
+#: How long a claimed notification stays with its claimer before another gateway
+#: may take it back (the alert config's send timeout is far shorter).
+CLAIM_LEASE = timedelta(minutes=10)
 
 
 def ts(value: datetime) -> str:
@@ -49,7 +53,7 @@ def _req_dt(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
-def alert_from_row(row: sqlite3.Row) -> Alert:
+def alert_from_row(row: Row) -> Alert:
     """Map an ``alerts`` row."""
     return Alert(
         id=row["id"],
@@ -84,7 +88,7 @@ def alert_from_row(row: sqlite3.Row) -> Alert:
     )
 
 
-def notification_from_row(row: sqlite3.Row) -> Notification:
+def notification_from_row(row: Row) -> Notification:
     """Map a ``notifications`` row."""
     return Notification(
         id=row["id"],
@@ -107,7 +111,7 @@ def notification_from_row(row: sqlite3.Row) -> Notification:
     )
 
 
-def attempt_from_row(row: sqlite3.Row) -> DeliveryAttempt:
+def attempt_from_row(row: Row) -> DeliveryAttempt:
     """Map a ``delivery_attempts`` row joined with its notification."""
     return DeliveryAttempt(
         id=row["id"],
@@ -123,13 +127,14 @@ def attempt_from_row(row: sqlite3.Row) -> DeliveryAttempt:
     )
 
 
-def get_alert(conn: sqlite3.Connection, alert_id: str) -> Alert | None:
-    """One alert by id."""
-    row = conn.execute("SELECT * FROM alerts WHERE id = ?", (alert_id,)).fetchone()
+def get_alert(conn: Connection, alert_id: str, *, for_update: bool = False) -> Alert | None:
+    """One alert by id (``for_update``, PostgreSQL: locked until the transaction ends)."""
+    lock = " FOR UPDATE" if for_update else ""
+    row = conn.execute(f"SELECT * FROM alerts WHERE id = ?{lock}", (alert_id,)).fetchone()
     return None if row is None else alert_from_row(row)
 
 
-def query_alerts(conn: sqlite3.Connection, q: AlertQuery) -> list[Alert]:
+def query_alerts(conn: Connection, q: AlertQuery) -> list[Alert]:
     """Alerts matching the filters, newest first. ``since``/``until`` bound ``opened_at``."""
     where, args = [], []
     for column, value in (
@@ -156,7 +161,7 @@ def query_alerts(conn: sqlite3.Connection, q: AlertQuery) -> list[Alert]:
     return [alert_from_row(r) for r in rows]
 
 
-def site_alerts(conn: sqlite3.Connection, site_id: str) -> list[Alert]:
+def site_alerts(conn: Connection, site_id: str) -> list[Alert]:
     """The alerts of a site that are not resolved (for its retained MQTT state)."""
     rows = conn.execute(
         "SELECT * FROM alerts WHERE site_id = ? AND state != 'resolved' ORDER BY opened_at",
@@ -165,7 +170,7 @@ def site_alerts(conn: sqlite3.Connection, site_id: str) -> list[Alert]:
     return [alert_from_row(r) for r in rows]
 
 
-def notifications_of(conn: sqlite3.Connection, alert_id: str) -> list[Notification]:
+def notifications_of(conn: Connection, alert_id: str) -> list[Notification]:
     """Every notification of an alert, oldest first."""
     rows = conn.execute(
         "SELECT * FROM notifications WHERE alert_id = ? ORDER BY created_at, id", (alert_id,)
@@ -173,7 +178,7 @@ def notifications_of(conn: sqlite3.Connection, alert_id: str) -> list[Notificati
     return [notification_from_row(r) for r in rows]
 
 
-def recent_notifications(conn: sqlite3.Connection, limit: int) -> list[Notification]:
+def recent_notifications(conn: Connection, limit: int) -> list[Notification]:
     """The newest notifications of every alert (the local outbox an admin reads)."""
     rows = conn.execute(
         "SELECT * FROM notifications ORDER BY created_at DESC, id LIMIT ?", (limit,)
@@ -182,7 +187,7 @@ def recent_notifications(conn: sqlite3.Connection, limit: int) -> list[Notificat
 
 
 def attempts(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     alert_id: str | None = None,
     notification_id: str | None = None,
@@ -207,7 +212,7 @@ def attempts(
 
 
 def record_history(
-    conn: sqlite3.Connection, alert_id: str, entries: Sequence[HistoryEntry], now: datetime
+    conn: Connection, alert_id: str, entries: Sequence[HistoryEntry], now: datetime
 ) -> None:
     """Append the steps of one decision to the alert's history."""
     conn.executemany(
@@ -218,7 +223,7 @@ def record_history(
     )  # fmt: skip
 
 
-def history_of(conn: sqlite3.Connection, alert_ids: Sequence[str]) -> list[AlertHistoryRow]:
+def history_of(conn: Connection, alert_ids: Sequence[str]) -> list[AlertHistoryRow]:
     """The history of these alerts, oldest first."""
     if not alert_ids:
         return []
@@ -266,7 +271,7 @@ def _alert_values(a: Alert, notified: Notified) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-def notified_of(conn: sqlite3.Connection, alert_id: str) -> Notified:
+def notified_of(conn: Connection, alert_id: str) -> Notified:
     """What was notified of a stored alert."""
     row = conn.execute(
         "SELECT notified_severity, notified_level FROM alerts WHERE id = ?", (alert_id,)
@@ -274,7 +279,7 @@ def notified_of(conn: sqlite3.Connection, alert_id: str) -> Notified:
     return Notified(Severity(row[0]), row[1])
 
 
-def save_alert(conn: sqlite3.Connection, alert: Alert, notified: Notified | None) -> None:
+def save_alert(conn: Connection, alert: Alert, notified: Notified | None) -> None:
     """Insert or rewrite an alert row (``notified`` None: keep the stored one)."""
     if notified is None:
         notified = notified_of(conn, alert.id)
@@ -287,7 +292,7 @@ def save_alert(conn: sqlite3.Connection, alert: Alert, notified: Notified | None
     )
 
 
-def following(conn: sqlite3.Connection, f: Finding, flap_start: datetime) -> Tracked | None:
+def following(conn: Connection, f: Finding, flap_start: datetime) -> Tracked | None:
     """The alert that follows this finding: the same finding, or the same (site, rule)
     still active or auto-resolved since ``flap_start``."""
     # The same finding instance, while it has not cleared (finding ids may be
@@ -310,9 +315,7 @@ def following(conn: sqlite3.Connection, f: Finding, flap_start: datetime) -> Tra
     return Tracked(alert_from_row(row), notified)
 
 
-def episode_starts(
-    conn: sqlite3.Connection, site_id: str, rule_id: str, since: datetime
-) -> list[datetime]:
+def episode_starts(conn: Connection, site_id: str, rule_id: str, since: datetime) -> list[datetime]:
     """When earlier ordinance episodes of a rule at a site started their clocks
     (alerts opened since ``since``; an alert from before migration 3 counts from
     its opening)."""
@@ -324,23 +327,31 @@ def episode_starts(
     return [_req_dt(r[0]) for r in rows]
 
 
-def due_escalations(conn: sqlite3.Connection, now: datetime) -> list[Alert]:
-    """Unresolved alerts whose escalation deadline has passed."""
+#: Rows a gateway sharing the state (PostgreSQL) takes to act on: another gateway
+#: acting at the same moment passes over them (and sees them done once committed).
+SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
+
+
+def due_escalations(conn: Connection, now: datetime, *, skip_locked: bool = False) -> list[Alert]:
+    """Unresolved alerts whose escalation deadline has passed (``skip_locked``: as in
+    :func:`claim`, so two gateways never escalate one alert twice)."""
     rows = conn.execute(
         "SELECT * FROM alerts WHERE state != 'resolved' AND escalated_at IS NULL"
-        " AND escalate_at IS NOT NULL AND escalate_at <= ?",
+        " AND escalate_at IS NOT NULL AND escalate_at <= ?" + (SKIP_LOCKED if skip_locked else ""),
         (ts(now),),
     ).fetchall()
     return [alert_from_row(r) for r in rows]
 
 
-def due_repeats(conn: sqlite3.Connection, now: datetime) -> list[Alert]:
+def due_repeats(conn: Connection, now: datetime, *, skip_locked: bool = False) -> list[Alert]:
     """Open alerts whose reminder is due, and alerts resolved by hand whose condition
-    is still detected (they re-open: alerts.lifecycle.repeat_due)."""
+    is still detected (they re-open: alerts.lifecycle.repeat_due); ``skip_locked`` as
+    in :func:`due_escalations`."""
     rows = conn.execute(
         "SELECT * FROM alerts WHERE next_repeat_at IS NOT NULL AND next_repeat_at <= ?"
         " AND (state = 'open' OR (state = 'resolved' AND finding_cleared_at IS NULL"
-        " AND resolved_by IS NOT NULL AND resolved_by != ?))",
+        " AND resolved_by IS NOT NULL AND resolved_by != ?))"
+        + (SKIP_LOCKED if skip_locked else ""),
         (ts(now), SYSTEM),
     ).fetchall()
     return [alert_from_row(r) for r in rows]
@@ -350,7 +361,7 @@ def due_repeats(conn: sqlite3.Connection, now: datetime) -> list[Alert]:
 
 
 def queue(
-    conn: sqlite3.Connection,
+    conn: Connection,
     alert: Alert,
     rows: Iterable[tuple[str, Target, Reason, datetime]],
     now: datetime,
@@ -370,7 +381,7 @@ def queue(
 
 
 def cancel_pending(
-    conn: sqlite3.Connection, alert_id: str, reasons: Sequence[Reason], why: str, now: datetime
+    conn: Connection, alert_id: str, reasons: Sequence[Reason], why: str, now: datetime
 ) -> None:
     """Cancel an alert's pending notifications for ``reasons``, remembering when (so a
     re-open can revive exactly those)."""
@@ -382,7 +393,7 @@ def cancel_pending(
     )
 
 
-def undo_resolve(conn: sqlite3.Connection, alert_id: str, resolved_at: datetime | None) -> None:
+def undo_resolve(conn: Connection, alert_id: str, resolved_at: datetime | None) -> None:
     """A flap: drop the pending 'resolved' messages, revive what the resolve cancelled."""
     conn.execute(
         "UPDATE notifications SET status = 'cancelled', last_error = 'alert re-opened'"
@@ -398,7 +409,7 @@ def undo_resolve(conn: sqlite3.Connection, alert_id: str, resolved_at: datetime 
         )
 
 
-def told(conn: sqlite3.Connection, alert_id: str) -> list[Target]:
+def told(conn: Connection, alert_id: str) -> list[Target]:
     """Whoever was told of an alert (or may have been: 'sending' or tried), MQTT aside."""
     rows = conn.execute(
         "SELECT DISTINCT audience, channel, recipient, recipient_name, units"
@@ -412,7 +423,7 @@ def told(conn: sqlite3.Connection, alert_id: str) -> list[Target]:
     ]
 
 
-def state_publish_pending(conn: sqlite3.Connection, topic: str) -> bool:
+def state_publish_pending(conn: Connection, topic: str) -> bool:
     """True when an unsent retained-state publish for ``topic`` is already queued."""
     row = conn.execute(
         "SELECT 1 FROM notifications WHERE channel = 'mqtt' AND recipient = ?"
@@ -425,22 +436,47 @@ def state_publish_pending(conn: sqlite3.Connection, topic: str) -> bool:
 # -- delivery bookkeeping ----------------------------------------------------------------
 
 
-def recover_interrupted(conn: sqlite3.Connection, now: datetime) -> int:
-    """After a crash: close open attempts and put 'sending' rows back to 'pending'."""
-    conn.execute(
+def recover_interrupted(
+    conn: Connection, now: datetime, *, owner: str | None = None, skip_locked: bool = False
+) -> int:
+    """After a crash: close open attempts and put 'sending' rows back to 'pending'.
+
+    ``owner`` None: every such row (a lone gateway). With gateways sharing the outbox,
+    only rows whose claim has run out (``next_attempt_at``, see :func:`claim`) or
+    that ``owner`` claimed (its open attempt says so); the others are in flight at
+    a gateway that is alive. ``owner=""``: expired claims only. ``skip_locked`` (as
+    in :func:`claim`): rows another gateway is claiming or recovering are left to it."""
+    args: tuple[str, ...] = ()
+    sending = "status = 'sending'"
+    if owner is not None:
+        sending += (
+            " AND (next_attempt_at < ? OR id IN (SELECT notification_id FROM delivery_attempts"
+            " WHERE finished_at IS NULL AND detail = ?))"
+        )
+        args = (ts(now), _claimed_by(owner))
+    # Chosen first: closing the attempts below changes what the condition sees.
+    lock = SKIP_LOCKED if skip_locked else ""
+    rows = conn.execute(f"SELECT id FROM notifications WHERE {sending}{lock}", args)
+    ids = [r[0] for r in rows]
+    conn.executemany(
         "UPDATE delivery_attempts SET finished_at = ?, ok = 0, "
         "detail = 'interrupted: outcome unknown, will retry' "
-        "WHERE finished_at IS NULL",
-        (ts(now),),
+        "WHERE finished_at IS NULL AND notification_id = ?",
+        [(ts(now), i) for i in ids],
     )
-    cur = conn.execute(
-        "UPDATE notifications SET status = 'pending', next_attempt_at = ? WHERE status = 'sending'",
-        (ts(now),),
+    conn.executemany(
+        "UPDATE notifications SET status = 'pending', next_attempt_at = ? WHERE id = ?",
+        [(ts(now), i) for i in ids],
     )
-    return cur.rowcount
+    return len(ids)
 
 
-def requeue(conn: sqlite3.Connection, ids: Sequence[str], now: datetime) -> None:
+def _claimed_by(owner: str) -> str:
+    """An open attempt's detail: who holds the claim (replaced by the outcome)."""
+    return f"claimed by {owner}"
+
+
+def requeue(conn: Connection, ids: Sequence[str], now: datetime) -> None:
     """Put deliveries cut short by cancellation back in the queue."""
     conn.executemany(
         "UPDATE notifications SET status = 'pending', next_attempt_at = ? "
@@ -455,12 +491,30 @@ def requeue(conn: sqlite3.Connection, ids: Sequence[str], now: datetime) -> None
     )
 
 
-def claim(conn: sqlite3.Connection, now: datetime, limit: int) -> list[tuple[Notification, int]]:
-    """Mark due notifications 'sending' and open an attempt for each (before sending)."""
+def claim(
+    conn: Connection,
+    now: datetime,
+    limit: int,
+    *,
+    skip_locked: bool = False,
+    lease: timedelta = CLAIM_LEASE,
+    owner: str = "gateway",
+) -> list[tuple[Notification, int]]:
+    """Mark due notifications 'sending' and open an attempt for each (before sending).
+
+    On SQLite the write transaction already excludes every other claimer. On
+    PostgreSQL (``skip_locked``) gateways on several hosts claim at once: each locks
+    the rows it takes and passes over rows another holds, so every notification is
+    claimed (and sent) by one gateway, and none waits for another's batch.
+
+    A 'sending' row's ``next_attempt_at`` is when its claim runs out (``now + lease``,
+    longer than any send may take): past it, the claimer is presumed dead and any
+    gateway may put the row back (:func:`recover_interrupted`). The open attempt
+    names ``owner``, so the same gateway restarted takes its own claims back at once."""
     stamp = ts(now)
     rows = conn.execute(
         "SELECT * FROM notifications WHERE status = 'pending' AND next_attempt_at <= ?"
-        " ORDER BY next_attempt_at LIMIT ?",
+        " ORDER BY next_attempt_at LIMIT ?" + (SKIP_LOCKED if skip_locked else ""),
         (stamp, limit),
     ).fetchall()
     claimed = []
@@ -468,20 +522,22 @@ def claim(conn: sqlite3.Connection, now: datetime, limit: int) -> list[tuple[Not
         n = notification_from_row(row)
         attempt = n.attempts + 1
         conn.execute(
-            "UPDATE notifications SET status = 'sending', attempts = ? WHERE id = ?",
-            (attempt, n.id),
+            "UPDATE notifications SET status = 'sending', attempts = ?, next_attempt_at = ?"
+            " WHERE id = ?",
+            (attempt, ts(now + lease), n.id),
         )
-        cur = conn.execute(
-            "INSERT INTO delivery_attempts (notification_id, attempt, started_at) VALUES (?, ?, ?)",
-            (n.id, attempt, stamp),
-        )
+        opened = conn.execute(
+            "INSERT INTO delivery_attempts (notification_id, attempt, started_at, detail)"
+            " VALUES (?, ?, ?, ?) RETURNING id",
+            (n.id, attempt, stamp, _claimed_by(owner)),
+        ).fetchone()
         sending = replace(n, status=NotificationStatus.SENDING, attempts=attempt)
-        claimed.append((sending, int(cur.lastrowid or 0)))
+        claimed.append((sending, int(opened[0])))
     return claimed
 
 
 def record_attempt(
-    conn: sqlite3.Connection,
+    conn: Connection,
     notification_id: str,
     attempt_id: int,
     *,

@@ -170,8 +170,8 @@ def violation_clock_start(
     (an intermittent hose) runs one clock across its episodes instead of a fresh grace
     period each time; a new season year starts a new clock. Later episodes are ignored.
 
-    Until the cases package records orders (Edgar (f)(1): the 30 days run from the
-    order), the first detection of the season stands in for the order date.
+    Once a case records an order, the order starts the clock instead (Edgar (f)(1):
+    the 30 days run "after order issuance"): see :func:`compliance_clock_start`.
     """
     year = season_year_start(opened_at.astimezone(tz).date(), season_start)
     same_year = [
@@ -180,3 +180,25 @@ def violation_clock_start(
         if t <= opened_at and season_year_start(t.astimezone(tz).date(), season_start) == year
     ]
     return min([opened_at, *same_year])
+
+
+def compliance_clock_start(
+    opened_at: datetime,
+    earlier_episodes: Iterable[datetime],
+    *,
+    tz: ZoneInfo,
+    season_start: tuple[int, int] = DEFAULT_SEASON_START,
+    order_at: datetime | None = None,
+) -> datetime:
+    """The one clock of a violation, for the alert, the case deadlines and the estimate.
+
+    With an order (``order_at``, the case's latest connection order) the clock starts
+    at the order: Edgar (f)(1) "within thirty (30) days after order issuance", which is
+    also the case's ``correct`` deadline's day 0 (``gateway.cases.deadlines``) and the
+    month the ledger's surcharge starts when nothing established non-compliance
+    earlier. Without one, the first episode of the season year stands in
+    (:func:`violation_clock_start`).
+    """
+    if order_at is not None:
+        return order_at
+    return violation_clock_start(opened_at, earlier_episodes, tz=tz, season_start=season_start)

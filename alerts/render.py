@@ -12,6 +12,8 @@ from jinja2 import Environment, select_autoescape
 
 from alerts.models import Alert, AlertState, Notification, OutgoingMessage, Reason
 from alerts.sites import SiteView
+from gateway.domain import Citation
+from gateway.units import UNIT_SYSTEMS, UnitSystem, fmt, parse_unit_system
 
 _REASON_PREFIX = {
     Reason.OPENED: "",
@@ -22,35 +24,44 @@ _REASON_PREFIX = {
     Reason.STATE: "",
 }
 
-# (suffix, unit, us unit, factor, offset): evidence keys carry their unit as a suffix.
-_UNITS: tuple[tuple[str, str, str, float, float], ...] = (
-    ("_cm", "cm", "in", 1 / 2.54, 0.0),
-    ("_m", "m", "ft", 3.28084, 0.0),
-    ("_lpm", "L/min", "gal/min", 0.264172, 0.0),
-    ("_kpa", "kPa", "psi", 0.145038, 0.0),
-    ("_c", "°C", "°F", 1.8, 32.0),
-    ("_a", "A", "A", 1.0, 0.0),
-    ("_s", "s", "s", 1.0, 0.0),
-)
+#: Evidence keys carry their stored unit as a suffix (``level_cm``, ``elsewhere_l``):
+#: suffix -> the quantity gateway.units converts, the one place a number's reading is
+#: decided for pages, reports and messages alike.
+_QUANTITY_OF_SUFFIX = {
+    "_lpm": "flow",
+    "_kpa": "pressure",
+    "_cm": "level",
+    "_ft": "distance",
+    "_c": "temperature",
+    "_l": "volume",
+}
+#: Suffixes whose unit reads the same in both systems.
+_PLAIN_SUFFIX = {"_a": "A", "_s": "s"}
+
+
+def _measure(key: str, value: float, units: UnitSystem) -> tuple[str, str] | None:
+    for suffix, quantity in _QUANTITY_OF_SUFFIX.items():
+        if key.endswith(suffix):
+            return key[: -len(suffix)].replace("_", " "), fmt(quantity, float(value), units)
+    for suffix, unit in _PLAIN_SUFFIX.items():
+        if key.endswith(suffix):
+            return key[: -len(suffix)].replace("_", " "), f"{value:.1f} {unit}"
+    return None
 
 
 def format_evidence(evidence: Mapping[str, Any], units: str) -> list[tuple[str, str]]:
-    """Evidence as (label, value) lines, converted to US units when ``units == "us"``."""
+    """Evidence as (label, value) lines, in the contact's units (US unless "metric")."""
+    system = parse_unit_system(units) if units in UNIT_SYSTEMS else "us"
     lines = []
     for key, value in evidence.items():
-        label, text = key.replace("_", " "), str(value)
-        if isinstance(value, float | int) and not isinstance(value, bool):
-            for suffix, unit, us_unit, factor, offset in _UNITS:
-                if key.endswith(suffix):
-                    label = key[: -len(suffix)].replace("_", " ")
-                    if units == "us":
-                        text = f"{value * factor + offset:.1f} {us_unit}"
-                    else:
-                        text = f"{value:.1f} {unit}"
-                    break
-            else:
-                text = f"{value:g}"
-        lines.append((label, text))
+        line = (key.replace("_", " "), str(value))
+        if isinstance(value, list | tuple | dict):
+            # A table (e.g. each pump cycle) is for machines: the JSON payload carries
+            # it and the dashboard charts it; a message printing its repr is unreadable.
+            line = (line[0], f"{len(value)} recorded (on the dashboard)")
+        elif isinstance(value, float | int) and not isinstance(value, bool):
+            line = _measure(key, value, system) or (line[0], f"{value:g}")
+        lines.append(line)
     return lines
 
 
@@ -69,7 +80,7 @@ Evidence:
 {% for label, value in evidence %}  - {{ label }}: {{ value }}
 {% endfor %}{% endif %}{% if citations %}
 Ordinance:
-{% for c in citations %}  - {{ c.file }} §{{ c.section }}
+{% for c in citations %}  - {{ c.text }}
 {%- if c.quote %}: "{{ c.quote }}"{% endif %}
 {% endfor %}{% endif %}
 Alert {{ alert_id }}{% if link %} - {{ link }}{% endif %}
@@ -93,7 +104,7 @@ _HTML = """<!doctype html>
 {% for label, value in evidence %}<li>{{ label }}: {{ value }}</li>
 {% endfor %}</ul>{% endif %}
 {% if citations %}<h3>Ordinance</h3><ul>
-{% for c in citations %}<li>{{ c.file }} §{{ c.section }}{% if c.quote %}:
+{% for c in citations %}<li>{{ c.text }}{% if c.quote %}:
 <q>{{ c.quote }}</q>{% endif %}</li>
 {% endfor %}</ul>{% endif %}
 <p>Alert {{ alert_id }}{% if link %} - <a href="{{ link }}">{{ link }}</a>{% endif %}</p>
@@ -106,6 +117,19 @@ _ENV = Environment(autoescape=select_autoescape(default=True), keep_trailing_new
 _TEXT_ENV = Environment(autoescape=False, keep_trailing_newline=True)
 _TEXT_T = _TEXT_ENV.from_string(_TEXT)
 _HTML_T = _ENV.from_string(_HTML)
+
+
+def citations_for_people(
+    citations: Iterable[Mapping[str, str]], ordinances: Mapping[str, str]
+) -> list[dict[str, str]]:
+    """Each citation's words for a message: "<ordinance title> §<section>" and its
+    quote. ``ordinances`` maps an ordinance text's file to its pack's title; the file
+    name itself stays in the JSON payload only (issue 20.3)."""
+    out = []
+    for c in citations:
+        cite = Citation(c.get("file", ""), c.get("section", ""), c.get("quote", ""))
+        out.append({"text": cite.cited(ordinances.get(cite.file)), "quote": cite.quote})
+    return out
 
 
 def _local(ts: datetime | None, tz: ZoneInfo) -> str:
@@ -165,8 +189,10 @@ def render(
     *,
     public_url: str | None = None,
     now: datetime,
+    ordinances: Mapping[str, str] | None = None,
 ) -> OutgoingMessage:
-    """Render one notification of one alert for its channel."""
+    """Render one notification of one alert for its channel (``ordinances``: the
+    title of each ordinance text by file, see :func:`citations_for_people`)."""
     tz = site.tz if site is not None else ZoneInfo("UTC")
     site_name = site.name if site is not None else alert.site_id
     link = f"{public_url.rstrip('/')}/alerts/{alert.id}" if public_url else ""
@@ -190,7 +216,7 @@ def render(
         "resolve_note": alert.resolve_note or "",
         "action": alert.action,
         "evidence": format_evidence(alert.evidence, notification.units),
-        "citations": alert.citations,
+        "citations": citations_for_people(alert.citations, ordinances or {}),
         "alert_id": alert.id,
         "link": link,
         "ack_hint": ack_hint,

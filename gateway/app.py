@@ -19,23 +19,34 @@ from gateway.api.limits import BodyLimitMiddleware, validation_error
 from gateway.api.routes import alerts, deadletters, findings, health, sites
 from gateway.cases import routes as case_routes
 from gateway.reports import routes as report_routes
-from gateway.runtime import run_gateway
+from gateway.runtime import run_gateway, run_web
 from gateway.settings import Settings
 from gateway.web.setup import install_web
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app; the gateway starts and stops with it."""
+def create_app(settings: Settings | None = None, *, ingest: bool = True) -> FastAPI:
+    """Build the app; the gateway starts and stops with it (``ingest=False``: a web
+    server only, over the state and store the gateways write)."""
     settings = settings or Settings()
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def with_gateway(app: FastAPI) -> AsyncIterator[None]:
         async with run_gateway(settings) as runtime:
             app.state.runtime = runtime  # for tests and tools; routes read services
             app.state.services = runtime.services
             app.state.cases = runtime.cases  # the case routes' service (gateway.cases.routes)
             await open_accounts(app, runtime.services, settings)
             yield
+
+    @asynccontextmanager
+    async def web_only(app: FastAPI) -> AsyncIterator[None]:
+        async with run_web(settings) as web:
+            app.state.services = web.services
+            app.state.cases = web.cases
+            await open_accounts(app, web.services, settings)
+            yield
+
+    lifespan = with_gateway if ingest else web_only
 
     app = FastAPI(
         title="SumpWatch",

@@ -8,7 +8,9 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -18,10 +20,10 @@ from rich.console import Console
 from gateway.accounts.cli import user_app
 from gateway.cases.cli import case_app
 from gateway.examples import EXAMPLE_SITES, EXAMPLE_USERS
-from gateway.provision import provision, provision_gateway
+from gateway.provision import provision, provision_gateway, provision_homeassistant
 from gateway.reports.cli import report_app
 from gateway.rules import cli as rules_cli
-from gateway.settings import REPO_DIR, Settings, load_settings
+from gateway.settings import Settings, load_settings
 from gateway.state.cli import db_app
 
 app = typer.Typer(
@@ -51,14 +53,38 @@ def _logging(verbose: bool) -> None:
     )
 
 
-def serve(settings: Settings, *, log_level: str = "info") -> None:
-    """Run the gateway and its API in this process until SIGINT/SIGTERM."""
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling ``on_stop`` the moment a stop signal arrives."""
+
+    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self._on_stop = on_stop
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._on_stop is not None:
+            self._on_stop()
+        super().handle_exit(sig, frame)
+
+
+def serve(
+    settings: Settings,
+    *,
+    log_level: str = "info",
+    on_stop: Callable[[], None] | None = None,
+    ingest: bool = True,
+) -> None:
+    """Run the gateway and its API in this process until SIGINT/SIGTERM (``ingest``
+    False: the API and pages only).
+
+    ``on_stop`` runs as soon as the signal arrives, before the graceful shutdown (the
+    demo stops its simulator there, so the shutdown does not compete with its load)."""
     from gateway.app import create_app, server_config
 
     # Everything the process writes (database, -wal/-shm, spool, reports) is for
     # its own user only: mode 600 files, 700 folders.
     os.umask(0o077)
-    uvicorn.Server(server_config(create_app(settings), settings, log_level)).run()
+    app_ = create_app(settings, ingest=ingest)
+    _Server(server_config(app_, settings, log_level), on_stop).run()
 
 
 @app.command()
@@ -76,9 +102,24 @@ def gateway(
             "(repeat; default none)"
         ),
     ] = None,
+    no_api: Annotated[
+        bool,
+        typer.Option(
+            "--no-api",
+            help="Ingestion only: no HTTP (web servers elsewhere share its PostgreSQL state)",
+        ),
+    ] = False,
+    standby: Annotated[
+        bool,
+        typer.Option(
+            "--standby",
+            help="With --no-api and a PostgreSQL state: hold no shard until one's lease "
+            "runs out, then take it over",
+        ),
+    ] = False,
     verbose: bool = False,
 ) -> None:
-    """Run the ingestion gateway with its HTTP API (one process)."""
+    """Run the ingestion gateway with its HTTP API (one process), or without it."""
     from gateway.accounts.secret import resolve_secret_key
     from gateway.errors import ConfigError
 
@@ -92,6 +133,9 @@ def gateway(
         api_port=api_port,
         trusted_proxies=trusted_proxy or None,
     )
+    if no_api or standby:
+        _ingest_only(settings, standby=standby)
+        return
     if settings.auth_enabled:
         try:
             resolve_secret_key(settings)
@@ -99,6 +143,47 @@ def gateway(
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from exc
     serve(settings)
+
+
+@app.command()
+def api(
+    config: ConfigOpt = None,
+    api_port: Annotated[int | None, typer.Option(help="HTTP port")] = None,
+    trusted_proxy: Annotated[
+        list[str] | None,
+        typer.Option(help="A reverse proxy (IP or network) whose X-Forwarded-* to believe"),
+    ] = None,
+    verbose: bool = False,
+) -> None:
+    """Serve the API and pages without ingesting, over the state the gateways keep in
+    PostgreSQL (state_url) and their time-series store; run any number of them."""
+    from gateway.accounts.secret import resolve_secret_key
+    from gateway.errors import ConfigError
+
+    _logging(verbose)
+    settings = load_settings(config, api_port=api_port, trusted_proxies=trusted_proxy or None)
+    if settings.auth_enabled:
+        try:
+            resolve_secret_key(settings)
+        except ConfigError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
+    serve(settings, ingest=False)
+
+
+def _ingest_only(settings: Settings, *, standby: bool) -> None:
+    """``gateway --no-api``: no sessions to sign, so no secret key is needed."""
+    import asyncio
+
+    from gateway.errors import ConfigError
+    from gateway.runtime import run_until_signalled
+
+    os.umask(0o077)  # as serve(): the files it writes are its user's only
+    try:
+        asyncio.run(run_until_signalled(settings, standby=standby))
+    except ConfigError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
 
 
 def _port_free(port: int) -> bool:
@@ -141,6 +226,7 @@ def demo(
         signals_ignored,
         stop_stale_children,
     )
+    from gateway.web.inject import stop_injected
 
     _logging(verbose)
     os.umask(0o077)  # the demo's data dir, broker files and database: this user's only
@@ -200,7 +286,8 @@ def demo(
     for line in describe_seed(load_seed(users)):
         console.print(f"  {line}")
     try:
-        serve(settings, log_level="warning")
+        # The simulator is the load: it stops first, at the signal itself.
+        serve(settings, log_level="warning", on_stop=sim.terminate)
     except (KeyboardInterrupt, SystemExit):
         pass  # uvicorn re-raises the signal it handled; the stop below is the clean exit
     finally:
@@ -210,6 +297,8 @@ def demo(
                 sim.wait(10)
             except subprocess.TimeoutExpired:
                 sim.kill()
+            # An admin's "inject scenario" replaces the simulator (docs/ui.md).
+            stop_injected(data_dir, sim.pid)
             broker.stop()
             forget_children(data_dir)
             console.print("demo stopped")
@@ -237,9 +326,9 @@ def _resume_after(data_dir: Path) -> list[str]:
 
 @app.command()
 def schema(
-    out: Annotated[Path, typer.Option(help="Where to write it")] = REPO_DIR
-    / "docs"
-    / "telemetry.schema.json",
+    # The current folder, not the source tree: an installed wheel has no docs/
+    # (in a checkout: --out docs/telemetry.schema.json).
+    out: Annotated[Path, typer.Option(help="Where to write it")] = Path("telemetry.schema.json"),
 ) -> None:
     """Write the telemetry payload JSON Schema (generated from the pydantic models)."""
     from gateway.contract import json_schema
@@ -257,6 +346,7 @@ app.add_typer(case_app, name="case")
 app.command("provision")(provision)
 app.add_typer(db_app, name="db")
 app.command("provision-gateway")(provision_gateway)
+app.command("provision-homeassistant")(provision_homeassistant)
 
 
 def _mount_simulator() -> None:

@@ -98,7 +98,19 @@ class Citation:
     quote: str = ""
 
     def __str__(self) -> str:
+        # The machine form (logs, replay output); people read :meth:`cited`.
         return f"{self.file} §{self.section}"
+
+    def cited(self, title: str | None) -> str:
+        """For people: "<ordinance title> §<section>" (issue 20.3), as pages, alert
+        messages and the audit table print it. ``title`` is the display name of the
+        pack whose text this file is; None names an unknown text by its file."""
+        return f"{ordinance_name(self.file, title)} §{self.section}"
+
+
+def ordinance_name(file: str, title: str | None) -> str:
+    """An ordinance's name for people: its pack's title, else "Ordinance <file>"."""
+    return title or "Ordinance " + file
 
 
 @dataclass(frozen=True, slots=True)

@@ -273,3 +273,42 @@ def provision_gateway(
     typer.echo(f"# gateway login written to {passwd_file}; add to .env, keep secret:")
     typer.echo(f"SUMPWATCH_MQTT_USERNAME={username}")
     typer.echo(f"SUMPWATCH_MQTT_PASSWORD={password}")
+
+
+#: Home Assistant's login in the shipped ACL: it may read discovery, the per-site
+#: state and node availability, and write nothing of ours (docs/home-assistant.md).
+HOMEASSISTANT_USERNAME = "homeassistant"
+
+
+def provision_homeassistant(
+    passwd_file: Annotated[
+        Path,
+        typer.Option(
+            "--passwd-file",
+            help="The node listeners' Mosquitto password file (passwd): Home Assistant "
+            "connects where the nodes do, never on the gateways' listener",
+        ),
+    ] = Path("deploy/mosquitto/passwd"),
+    host: Annotated[str, typer.Option(help="Broker host name Home Assistant connects to")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Plain MQTT port (8883 with TLS)")] = 1883,
+    rotate: Annotated[bool, typer.Option(help="Replace an existing password")] = False,
+) -> None:
+    """Create Home Assistant's broker login and print what its MQTT integration asks for.
+
+    The login is ``homeassistant`` (the name the shipped ACL grants: read-only), in the
+    node listeners' password file, where ``use_username_as_clientid`` makes its client
+    id its name. The password is shown only this once; reload Mosquitto (SIGHUP).
+    """
+    password = secrets.token_urlsafe(24)
+    try:
+        set_password(passwd_file, HOMEASSISTANT_USERNAME, password, replace=rotate)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    typer.echo(f"# Home Assistant login written to {passwd_file}; reload Mosquitto (kill -HUP).")
+    typer.echo("# In Home Assistant: Settings > Devices & services > Add integration > MQTT:")
+    typer.echo(f"broker={host}")
+    typer.echo(f"port={port}")
+    typer.echo(f"username={HOMEASSISTANT_USERNAME}")
+    typer.echo(f"password={password}")

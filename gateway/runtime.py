@@ -7,7 +7,8 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+import signal
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from alerts import AlertManager
 from alerts.channels.mqtt import MqttPublisher
 from alerts.config import AlertsConfig, load_alerts_config
-from gateway.cases.escalation import DeadlineWatch
+from gateway.cases.escalation import DeadlineWatch, has_order_step
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import CaseService
 from gateway.domain import Finding, FindingEvent, NotEvaluated
@@ -32,9 +33,11 @@ from gateway.rules.engine import RulesEngine
 from gateway.rules.pack import DEFAULT_SEASON_START, RulePack, load_packs
 from gateway.services import Ingest, Services
 from gateway.settings import Settings
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import Database, SqliteDatabase
 from gateway.state.deadletters import StateRepository
+from gateway.state.factory import state_database
 from gateway.state.findings import FindingRepository
+from gateway.state.locks import AdvisoryLock, run_exclusively, run_while_held
 from gateway.state.snapshots import (
     SnapshotContext,
     events_to_snapshot,
@@ -52,6 +55,8 @@ log = logging.getLogger(__name__)
 
 #: How much of a site's telemetry a frozen snapshot keeps (before the finding's time).
 SNAPSHOT_WINDOW = timedelta(hours=1)
+#: How long a stop waits to commit what is buffered (well inside systemd's 90 s).
+DRAIN_TIMEOUT_S = 15.0
 SNAPSHOT_MAX_READINGS = 2000
 
 
@@ -75,6 +80,8 @@ class Runtime:
     extras: dict[str, Any] = field(default_factory=dict)
     home_assistant: HomeAssistantBridge | None = None
     cases: CaseService | None = None  # enforcement cases (issue 16)
+    #: The state database when it is not ``db`` (``state_url``: PostgreSQL).
+    state_db: Database | None = None
 
     @property
     def writer(self) -> BatchWriter:
@@ -90,13 +97,14 @@ class Runtime:
             packs=self.packs,
             store=self.store,
             db=self.db,
+            state_db=self.state_db,
             findings=self.findings,
             alerts=self.alerts,
             state=self.state,
             metrics=self.metrics,
             ingest=Ingest(self.source, self.pipeline),
             started_at=self.started_at,
-            **({} if self.cases is None else {"confirmations": self.cases}),
+            **({} if self.cases is None else {"confirmations": self.cases, "ledger": self.cases}),
         )
 
 
@@ -106,7 +114,7 @@ def _own_sites(settings: Settings, registry: SiteRegistry) -> SiteRegistry:
     if settings.mqtt_shard is None or settings.mqtt_shards <= 1:
         return registry
     partition = SitePartition(settings.mqtt_shard, settings.mqtt_shards)
-    return SiteRegistry([site for site in registry if partition.owns_site(site.id)])
+    return registry.subset(partition.owns_site)
 
 
 async def snapshot_context(
@@ -145,16 +153,29 @@ async def snapshot_context(
     )
 
 
-async def _case_service(
-    db: SqliteDatabase,
-    registry: SiteRegistry,
-    packs: dict[str, RulePack],
-    findings: FindingRepository,
-) -> CaseService:
-    """Enforcement cases (issue 16), their confirmations and waivers loaded."""
+async def _state_database(
+    settings: Settings, db: SqliteDatabase, stack: contextlib.AsyncExitStack
+) -> Database:
+    """The state database: ``db`` itself, or PostgreSQL when ``state_url`` is set (the
+    SQLite file then holds only the time-series store's tables)."""
+    if settings.state_url is None:
+        return db
+    state_db = state_database(settings.sqlite_file, settings.state_url)
+    await state_db.open()
+    stack.push_async_callback(state_db.close)
+    log.info("state: in %s", state_db.label)
+    return state_db
+
+
+async def _amended_registry(
+    db: Database, registry: SiteRegistry
+) -> tuple[SiteRegistry, CaseRepository]:
+    """The registry every stage reads: the file's sites with what enforcement cases
+    recorded since merged in at each read (waivers granted, installation facts
+    inspected; issue 16.3, 16.4), and the case repository that holds those records."""
     repo = CaseRepository(db)
-    await repo.open()
-    return CaseService(repo, registry, packs, findings=findings)
+    await repo.open()  # loads the confirmations, waivers and inspections
+    return registry.amended(repo), repo
 
 
 def _home_assistant(
@@ -198,17 +219,24 @@ async def _alert_publisher(
 
 
 def _alert_manager(
-    db: SqliteDatabase,
+    db: Database,
     registry: SiteRegistry,
     config: AlertsConfig,
     publisher: MqttPublisher | None,
     packs: dict[str, RulePack],
+    cases: CaseRepository,
 ) -> AlertManager:
-    """The alert manager, with each pack's grace periods and winter season."""
+    """The alert manager, with each pack's grace periods and winter season, and the
+    cases' clock: the order date starts it, and a rule whose pack has an order step
+    reaches public works through its case deadlines (issue 15.7, 16.2)."""
 
     def grace_period(jurisdiction: str, rule_id: str) -> timedelta | None:
         pack = packs.get(jurisdiction)
         return pack.grace_period(rule_id) if pack is not None else None
+
+    def follows_case(jurisdiction: str, rule_id: str) -> bool:
+        pack = packs.get(jurisdiction)
+        return pack is not None and has_order_step(pack, rule_id)
 
     return AlertManager(
         db=db,
@@ -216,9 +244,12 @@ def _alert_manager(
         config=config,
         mqtt=publisher,
         grace_period=grace_period,
+        order_date=cases.order_date,
+        follows_case=follows_case,
         season_start=lambda jurisdiction: (
             packs[jurisdiction].season.start if jurisdiction in packs else DEFAULT_SEASON_START
         ),
+        ordinances={pack.file: pack.title for pack in packs.values()},
     )
 
 
@@ -277,9 +308,22 @@ def _not_evaluated_recorder(
     return record
 
 
-@contextlib.asynccontextmanager
-async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
-    """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
+async def _drain_bounded(pipeline: Pipeline, writer: BatchWriter) -> None:
+    """Commit (and ack) what was received before the connection closes.
+
+    Bounded: what cannot be committed in time stays unacknowledged and the broker
+    redelivers it to the next run, so a failing store cannot hold a stop."""
+    try:
+        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+            await pipeline.drain()
+    except TimeoutError:
+        log.warning(
+            "stopping with %d readings uncommitted (the broker redelivers them)", writer.pending
+        )
+
+
+def _registry_and_packs(settings: Settings) -> tuple[SiteRegistry, dict[str, RulePack]]:
+    """The registry file and the rule packs, every site's jurisdiction among them."""
     registry = load_registry(settings.sites_file)
     packs = load_packs(settings.rule_packs_dir)
     unknown = sorted({s.jurisdiction for s in registry} - set(packs))
@@ -287,6 +331,23 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         raise ConfigError(
             f"sites name jurisdictions with no rule pack: {unknown}; have {sorted(packs)}"
         )
+    return registry, packs
+
+
+@dataclass(frozen=True)
+class WebRuntime:
+    """What a web server without ingestion is made of (``sumpwatch api``)."""
+
+    services: Services
+    cases: CaseService
+
+
+@contextlib.asynccontextmanager
+async def run_web(settings: Settings) -> AsyncIterator[WebRuntime]:
+    """The API and pages without ingestion (``sumpwatch api``), over the state the
+    gateways write (PostgreSQL, ``state_url``) and the time-series store; any number
+    of them behind a load balancer, a session valid on each (it is in the state)."""
+    file_registry, packs = _registry_and_packs(settings)
     alerts_config = load_alerts_config(settings.alerts_file).with_secrets(
         smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
     )
@@ -295,17 +356,58 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         db = SqliteDatabase(settings.sqlite_file)
         await db.open()
         stack.push_async_callback(db.close)
+        state_db = await _state_database(settings, db, stack)
+        registry, case_repo = await _amended_registry(state_db, file_registry)
         store = make_store(settings, db)
         await store.open()
         stack.push_async_callback(store.close)
-        state = StateRepository(db)
+        findings = FindingRepository(state_db)
+        # An action on an alert (acknowledge, resolve) queues its notifications in the
+        # shared outbox; the gateways' delivery loops send them. Not opened: taking
+        # back interrupted claims is a delivering gateway's business.
+        alerts = _alert_manager(state_db, registry, alerts_config, None, packs, case_repo)
+        cases = CaseService(case_repo, registry, packs, findings=findings)
+        services = Services(
+            settings=settings,
+            registry=registry,
+            packs=packs,
+            store=store,
+            db=db,
+            findings=findings,
+            alerts=alerts,
+            state=StateRepository(state_db),
+            confirmations=cases,
+            state_db=None if state_db is db else state_db,
+        )
+        yield WebRuntime(services, cases)
+
+
+@contextlib.asynccontextmanager
+async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
+    """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
+    file_registry, packs = _registry_and_packs(settings)
+    alerts_config = load_alerts_config(settings.alerts_file).with_secrets(
+        smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
+    )
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: docs/security.md
+    async with contextlib.AsyncExitStack() as stack:
+        db = SqliteDatabase(settings.sqlite_file)
+        await db.open()
+        stack.push_async_callback(db.close)
+        state_db = await _state_database(settings, db, stack)
+        # Built first: every stage below reads the sites through the cases' records.
+        registry, case_repo = await _amended_registry(state_db, file_registry)
+        store = make_store(settings, db)
+        await store.open()
+        stack.push_async_callback(store.close)
+        state = StateRepository(state_db)
         await state.open()
         metrics = Metrics()
         validator = Validator(
             max_future_skew_s=settings.max_future_skew_s,
             max_age_s=settings.max_age_s,
             admission=Admission(
-                registry,
+                file_registry,  # nodes only: what cases amend does not matter here
                 open_enrolment=settings.open_enrolment,
                 rate_factor=settings.rate_limit_factor,
                 burst=settings.rate_limit_burst,
@@ -321,10 +423,11 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             ack=lambda tokens: source.ack(tokens),  # noqa: PLW0108 (late binding, see above)
         )
         publisher = await _alert_publisher(settings, alerts_config.mqtt.enabled, stack)
-        alerts = _alert_manager(db, registry, alerts_config, publisher, packs)
+        alerts = _alert_manager(state_db, registry, alerts_config, publisher, packs, case_repo)
+        alerts.delivery.owner = gateway_client_id(settings)  # whose claims (shared outbox)
         await alerts.open()
         stack.push_async_callback(alerts.close)
-        findings = FindingRepository(db)
+        findings = FindingRepository(state_db)
         await findings.open()
         engine = RulesEngine(
             _own_sites(settings, registry),
@@ -334,7 +437,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         )
         # Continue what was open before a restart instead of raising it again.
         engine.restore(await findings.open_findings())
-        cases = await _case_service(db, registry, packs, findings)
+        cases = CaseService(case_repo, registry, packs, findings=findings)
         ha = _home_assistant(settings, registry, engine)
         sinks = _finding_sinks(findings, alerts, store, state, packs, registry, ha)
         sinks.append(cases.on_events)  # episodes gather into enforcement cases
@@ -366,6 +469,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             alerts,
             home_assistant=ha,
             cases=cases,
+            state_db=None if state_db is db else state_db,
         )
 
         async with asyncio.TaskGroup() as tg:
@@ -374,18 +478,30 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                 tg.create_task(pipeline.run_sinks(), name="finding-sinks"),
                 tg.create_task(pipeline.run_ticks(), name="detector-ticks"),
                 tg.create_task(alerts.run(), name="alert-delivery"),
+                # Per gateway, even with others: each rolls up the minutes it wrote
+                # (their dirty marks are in its own SQLite file).
                 tg.create_task(refresh_forever(store, settings.rollup_interval_s), name="rollups"),
                 tg.create_task(source.run(), name="mqtt-source"),
-                # Due and overdue case deadlines become public-works alerts (issue 16).
-                tg.create_task(DeadlineWatch(cases, alerts.on_events).run(), name="case-deadlines"),
+                # Due and overdue case deadlines become public-works alerts (issue 16);
+                # on one gateway at a time when several share the state.
+                tg.create_task(
+                    run_exclusively(
+                        state_db, "case-deadlines", DeadlineWatch(cases, alerts.on_events).run
+                    ),
+                    name="case-deadlines",
+                ),
             ]
             if ha is not None:
                 tasks.append(tg.create_task(ha.run(), name="home-assistant"))
             if settings.report_schedule:
                 tasks.append(
                     tg.create_task(
-                        run_report_schedule(
-                            sources_from_services(runtime.services), settings.reports_folder
+                        run_exclusively(
+                            state_db,
+                            "report-schedule",
+                            lambda: run_report_schedule(
+                                sources_from_services(runtime.services), settings.reports_folder
+                            ),
                         ),
                         name="report-schedule",
                     )
@@ -393,8 +509,81 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             try:
                 yield runtime
             finally:
-                # Commit (and ack) what was received before the connection closes.
-                await pipeline.drain()
+                await _drain_bounded(pipeline, writer)
                 for task in reversed(tasks):
                     task.cancel()
         log.info("gateway stopped; %d readings stored this run", metrics.stored)
+
+
+async def run_until_signalled(settings: Settings, *, standby: bool = False) -> None:
+    """Ingestion without HTTP (``sumpwatch gateway --no-api``): the gateway's loops
+    until SIGINT or SIGTERM, then the same ordered shutdown as with the API.
+
+    With the state in PostgreSQL the gateway holds its shard (``mqtt_shard``) through
+    a lease, and a ``standby`` takes whichever shard's lease runs out first."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if settings.state_url is not None:
+        shards = range(settings.mqtt_shards) if standby else [settings.mqtt_shard or 0]
+        await run_shard_leases(settings, list(shards), stop)
+        return
+    if standby:
+        raise ConfigError("a standby takes shards over through PostgreSQL: set state_url")
+    async with run_gateway(settings):
+        log.info("gateway running without its HTTP API")
+        await stop.wait()
+
+
+def shard_client_id(settings: Settings, shard: int) -> str:
+    """A shard's MQTT client id, the same whichever gateway holds the shard: a standby
+    that takes it over resumes its persistent session and drains the queue the broker
+    kept for it."""
+    return f"{settings.mqtt_client_id or 'sumpwatch'}-shard-{shard}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """How a shard is held: the server ends a holder's session after ``lease_s``
+    without a heartbeat (one every ``check_s``); a waiting gateway tries every
+    ``retry_s``."""
+
+    lease_s: float = 15.0
+    check_s: float = 3.0
+    retry_s: float = 2.0
+
+
+async def run_shard_leases(
+    settings: Settings, shards: Sequence[int], stop: asyncio.Event, lease: Lease = Lease()
+) -> None:
+    """Ingest one of ``shards`` at a time under its lease in PostgreSQL, until ``stop``
+    (``sumpwatch gateway --no-api``: its own shard; ``--standby``: any). A shard is
+    run by whoever holds its lease, as the gateway of that shard (its client id);
+    when the lease is lost the gateway stops and this one waits for a lease again."""
+    if settings.state_url is None:
+        raise ConfigError("shard leases live in PostgreSQL: set state_url")
+    url = settings.state_url.get_secret_value()
+    while not stop.is_set():
+        for shard in shards:
+            lock = AdvisoryLock(url, f"sumpwatch-shard:{shard}", lease_s=lease.lease_s)
+            if not await lock.try_acquire():
+                continue
+            log.info("shard %d: lease taken; running its gateway", shard)
+            mine = settings.model_copy(
+                update={"mqtt_shard": shard, "mqtt_client_id": shard_client_id(settings, shard)}
+            )
+            try:
+                await run_while_held(
+                    lock, functools.partial(_ingest_until, mine, stop), lease.check_s
+                )
+            finally:
+                await lock.release()
+            break
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), lease.retry_s)
+
+
+async def _ingest_until(settings: Settings, stop: asyncio.Event) -> None:
+    async with run_gateway(settings):
+        await stop.wait()

@@ -25,9 +25,9 @@ from gateway.pipeline import Pipeline
 from gateway.registry import SiteRegistry
 from gateway.registry.models import SiteConfig
 from gateway.rules.pack import RulePack
-from gateway.rules.verdict import NoConfirmations, Verdict, site_verdict
+from gateway.rules.verdict import LedgerSource, NoConfirmations, Verdict, site_verdict
 from gateway.settings import Settings
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import Database, SqliteDatabase
 from gateway.state.deadletters import StateRepository
 from gateway.state.findings import FindingRepository
 from gateway.store.base import TimeSeriesStore
@@ -86,7 +86,7 @@ class Services:
     registry: SiteRegistry
     packs: Mapping[str, RulePack]
     store: TimeSeriesStore
-    #: The SQLite handle the account tables (and the report CLI) open on.
+    #: The SQLite file: the time-series store's, and the state's unless ``state_db``.
     db: SqliteDatabase
     findings: FindingRepository
     #: None when this app runs without alerting (a report-only or test app).
@@ -98,7 +98,16 @@ class Services:
     #: Inspections and observations that confirm (or refute) what telemetry suspects;
     #: none recorded where no case store is wired.
     confirmations: ConfirmationSource = field(default_factory=NoConfirmations)
+    #: The enforcement ledger the reports read for sites with cases (issue 16.5).
+    ledger: LedgerSource | None = None
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    #: The state database when it is not ``db`` (``state_url``: PostgreSQL).
+    state_db: Database | None = None
+
+    @property
+    def state_database(self) -> Database:
+        """Where findings, alerts, accounts and cases live (what the repositories open)."""
+        return self.db if self.state_db is None else self.state_db
 
     @property
     def alert_actions(self) -> AlertActions | None:

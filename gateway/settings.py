@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.contract import DEFAULT_MAX_FUTURE_SKEW_S
@@ -64,6 +64,11 @@ class Settings(BaseSettings):
     # Store
     store: Literal["sqlite", "influxdb"] = "sqlite"
     sqlite_path: Path | None = Field(None, description="Default: <data_dir>/sumpwatch.db")
+    state_url: SecretStr | None = Field(
+        None,
+        description="State (findings, alerts, outbox, accounts, cases) in PostgreSQL: "
+        "postgresql://user:password@host:port/db (default: in the SQLite file)",
+    )
     batch_max: int = Field(5000, ge=1, description="Most messages written in one transaction")
     batch_interval_s: float = Field(0.05, gt=0, description="Longest a message waits to be written")
 
@@ -152,6 +157,16 @@ class Settings(BaseSettings):
         '&copy; <a href="https://www.openstreetmap.org/copyright">OpenStreetMap</a> contributors',
         description="Shown on the map, as the tile provider requires",
     )
+
+    @field_validator("state_url")
+    @classmethod
+    def _postgresql_only(cls, value: SecretStr | None) -> SecretStr | None:
+        """State lives in SQLite (no URL) or PostgreSQL; any other URL is a typo."""
+        if value is not None and not value.get_secret_value().startswith(
+            ("postgresql://", "postgres://")
+        ):
+            raise ValueError("state_url must be a postgresql:// URL (or unset for SQLite)")
+        return value
 
     @property
     def reports_folder(self) -> Path:

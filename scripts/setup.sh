@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up shared by the demo and the test commands:
-#   - system packages the suite needs (Mosquitto, InfluxDB 1.x, Chromium, poppler) via apt-get;
+#   - system packages the suite needs (Mosquitto, InfluxDB 1.x, PostgreSQL, Chromium, poppler)
+#     via apt-get;
 #   - a virtual environment in .venv with the project and its dev extras.
 #   - with --esphome, ESPHome in its own venv .venv-esphome (it pins paho-mqtt 1.x,
 #     which the gateway's aiomqtt cannot share), for validating deploy/esphome/.
@@ -29,6 +30,9 @@ if [ "$want_system" = 1 ]; then
   command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
   command -v mosquitto_pub >/dev/null 2>&1 || need+=(mosquitto-clients)
   [ -x /usr/bin/influxd ] || need+=(influxdb)
+  # The state tests run their own cluster with initdb/pg_ctl (tests/pg_fixture.py).
+  command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+    || need+=(postgresql)
   [ -x /usr/bin/chromium ] || need+=(chromium)
   command -v pdftoppm >/dev/null 2>&1 || need+=(poppler-utils)
   if [ ${#need[@]} -gt 0 ]; then

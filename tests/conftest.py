@@ -13,6 +13,14 @@ from gateway.runtime import Runtime, run_gateway
 from gateway.settings import REPO_DIR, Settings
 from tests.influx_fixture import influx_database, influxd, influxd_private  # noqa: F401
 from tests.mqtt_helpers import wait_connected
+from tests.pg_fixture import (  # noqa: F401
+    empty_state_db_factory,
+    pg_cluster,
+    pg_migrated,
+    pg_url,
+    state_db,
+    state_db_factory,
+)
 
 DEMO_SITES = REPO_DIR / "deploy" / "sites.example.toml"
 #: The web/accounts fixtures (served app, demo users, Chromium), shared by their tests.

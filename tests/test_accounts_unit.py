@@ -4,7 +4,7 @@ log redaction and the ``sumpwatch user`` commands (real SQLite in a temp dir).""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -18,19 +18,27 @@ from gateway.accounts.security import RedactSecretsFilter, redact
 from gateway.errors import ConfigError
 from gateway.registry import load_registry
 from gateway.settings import REPO_DIR
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import Connection, Database
 
 REGISTRY = load_registry(REPO_DIR / "deploy" / "sites.example.toml")
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[AccountStore]:
-    db = SqliteDatabase(tmp_path / "accounts.db")
-    await db.open()
-    accounts = AccountStore(db, "unit-test-key", session_ttl_s=60)
+async def store(state_db: Database) -> AccountStore:
+    """Accounts on SQLite and on PostgreSQL (each test runs on both)."""
+    accounts = AccountStore(state_db, "unit-test-key", session_ttl_s=60)
     await accounts.open()
-    yield accounts
-    await db.close()
+    return accounts
+
+
+def _every_row(conn: Connection) -> list[str]:
+    """Every row of every table, as text: what a copy of the database holds."""
+    if isinstance(conn, sqlite3.Connection):
+        return list(conn.iterdump())
+    tables = conn.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+    ).fetchall()
+    return [str(tuple(r)) for (t,) in tables for r in conn.execute(f"SELECT * FROM {t}")]
 
 
 async def test_passwords_are_stored_as_argon2id_hashes(store: AccountStore) -> None:
@@ -71,7 +79,7 @@ async def test_only_a_digest_of_session_ids_and_tokens_is_stored(store: AccountS
     user = await store.add_user("dan", "long enough password", Role.ADMIN)
     session, _ = await store.create_session(user)
     token, _ = await store.create_token(user, "ci")
-    dump = "\n".join(await store.db.read(lambda c: list(c.iterdump())))
+    dump = "\n".join(await store.db.read(_every_row))
     assert session not in dump
     assert token not in dump
 

@@ -13,7 +13,7 @@ from playwright.async_api import expect
 
 from gateway.contract import telemetry_topic
 from gateway.web.admin import hour_table
-from tests.browser_fixtures import LiveApp, browser_login, shot, signed_in
+from tests.browser_fixtures import LiveApp, browser_login, csrf_of, shot, signed_in
 from tests.mqtt_helpers import pit_payload, publish, wait_until
 
 TIMEOUT_MS = 15_000
@@ -107,6 +107,25 @@ async def test_the_admin_pages_are_closed_to_a_homeowner_and_to_public_works(
     for user in ("elm16", "edgar-pw"):
         async with signed_in(live_app, user) as client:
             for path in ("/admin/deadletters", "/admin/deliveries", "/admin/outbox",
-                         "/admin/metrics"):  # fmt: skip
+                         "/admin/metrics", "/admin/inject"):  # fmt: skip
                 response = await client.get(path, headers={"accept": "application/json"})
                 assert response.status_code == 403, (user, path)
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio(loop_scope="session")
+async def test_outside_the_demo_the_inject_page_says_plainly_why_it_cannot_inject(
+    live_app: LiveApp,
+) -> None:
+    # A gateway not started by `sumpwatch demo` has no simulated homes to give a fault.
+    async with signed_in(live_app, "admin") as client:
+        page = await client.get("/admin/inject")
+        assert page.status_code == 200
+        assert "only in the demo (sumpwatch demo)" in page.text
+        assert 'data-testid="inject-form"' not in page.text
+        api = await client.post(
+            "/demo/inject",
+            json={"site_id": "elm-16", "scenario": "sensor_offline"},
+            headers={"x-csrf-token": csrf_of(page.text)},
+        )
+        assert api.status_code == 409 and "only in the demo" in api.json()["detail"]

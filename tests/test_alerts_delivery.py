@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import aiomqtt
@@ -28,7 +27,8 @@ from alerts.config import RetryPolicy
 from gateway.broker import BrokerProcess, free_port
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
 from gateway.registry.models import Contact, NodeConfig, SiteConfig, SiteRegistry
-from gateway.state.database import SqliteDatabase
+from gateway.rules.pack import load_packs
+from gateway.state.database import Database
 
 pytestmark = pytest.mark.integration
 
@@ -122,6 +122,10 @@ async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
         await asyncio.sleep(0.02)
 
 
+#: Each ordinance text's title by file, as the runtime hands the packs' to the manager.
+ORDINANCES = {pack.file: pack.title for pack in load_packs().values()}
+
+
 def registry(contact: Contact) -> SiteRegistry:
     return SiteRegistry(
         [
@@ -180,11 +184,9 @@ def opened(
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[SqliteDatabase]:
-    database = SqliteDatabase(tmp_path / "alerts.db")
-    await database.open()
-    yield database
-    await database.close()
+def db(state_db: Database) -> Database:
+    """The outbox's database, on SQLite and on PostgreSQL (each test runs on both)."""
+    return state_db
 
 
 @contextlib.asynccontextmanager
@@ -207,11 +209,13 @@ OWNER = Contact(name="Pat Owner", email="owner@example.org")
 
 
 async def test_email_arrives_with_plain_and_html_evidence_citation_and_stable_message_id(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     port = free_port()
     with smtp_server(port) as smtp:
-        manager = AlertManager(db=db, registry=registry(OWNER), config=config(port))
+        manager = AlertManager(
+            db=db, registry=registry(OWNER), config=config(port), ordinances=ORDINANCES
+        )
         async with running(manager):
             await manager.on_events([opened()])
             await eventually(lambda: len(smtp.messages) == 1)
@@ -228,15 +232,17 @@ async def test_email_arrives_with_plain_and_html_evidence_citation_and_stable_me
     assert plain is not None and html is not None
     text, markup = plain.get_content(), html.get_content()
     assert "level drop: 4.9 in" in text  # 12.5 cm in the contact's US units
-    assert "000_86c7187f3bed6ca5.txt §(c)(2)b" in text
+    # The ordinance by its title and section; its file name is for machines only.
+    assert "Village of Edgar Sump Pump Ordinance §(c)(2)b" in text
+    assert ".txt" not in text and ".txt" not in markup
     assert "No sump pump shall discharge into the sanitary sewer" in text
     assert "Remove the hose to the floor drain & <reconnect>" in text
     assert "&amp; &lt;reconnect&gt;" in markup and "<reconnect>" not in markup
-    assert "§(c)(2)b" in markup
+    assert "Village of Edgar Sump Pump Ordinance §(c)(2)b" in markup
 
 
 async def test_smtp_down_for_a_while_then_back_delivers_once_after_retries(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     port = free_port()  # nothing listens yet
     manager = AlertManager(db=db, registry=registry(OWNER), config=config(port))
@@ -268,7 +274,7 @@ async def eventually_async(check: Callable[[], Awaitable[bool]], timeout: float 
 
 
 async def test_notifications_pending_at_shutdown_are_delivered_by_the_next_manager(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     port = free_port()
     first = AlertManager(db=db, registry=registry(OWNER), config=config(port))
@@ -287,7 +293,7 @@ async def test_notifications_pending_at_shutdown_are_delivered_by_the_next_manag
 
 
 async def test_webhook_posts_json_that_the_receiver_verifies_by_its_signature(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     with webhook_server() as hook:
         contact = Contact(name="HA", webhook_url=hook.url, channels=("webhook",))
@@ -308,7 +314,7 @@ async def test_webhook_posts_json_that_the_receiver_verifies_by_its_signature(
 
 
 async def test_a_webhook_with_the_wrong_secret_is_refused_by_the_receiver(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     with webhook_server() as hook:
         contact = Contact(name="HA", webhook_url=hook.url, channels=("webhook",))
@@ -327,7 +333,7 @@ async def test_a_webhook_with_the_wrong_secret_is_refused_by_the_receiver(
 
 
 async def test_a_send_cut_short_by_a_crash_is_retried_with_the_same_idempotency_key(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     with webhook_server(delay_s=0.5) as hook:
         contact = Contact(name="HA", webhook_url=hook.url, channels=("webhook",))
@@ -356,7 +362,7 @@ async def test_a_send_cut_short_by_a_crash_is_retried_with_the_same_idempotency_
 
 
 async def test_site_alert_state_is_retained_on_mosquitto_for_home_automation(
-    db: SqliteDatabase,
+    db: Database,
     mosquitto: BrokerProcess,
 ) -> None:
     async with MqttPublisher(mosquitto.host, mosquitto.port, client_id="alerts-test") as pub:
@@ -388,12 +394,14 @@ async def test_site_alert_state_is_retained_on_mosquitto_for_home_automation(
 
 
 async def test_apprise_urls_deliver_through_apprise_and_are_redacted_in_the_log(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     with webhook_server(signed=False) as target:
         url = target.url.replace("http://", "json://")
         contact = Contact(name="Pat", apprise_urls=(url,), channels=("apprise",))
-        manager = AlertManager(db=db, registry=registry(contact), config=config())
+        manager = AlertManager(
+            db=db, registry=registry(contact), config=config(), ordinances=ORDINANCES
+        )
         async with running(manager):
             await manager.on_events([opened()])
             await eventually(lambda: len(target.received) == 1)
@@ -404,12 +412,13 @@ async def test_apprise_urls_deliver_through_apprise_and_are_redacted_in_the_log(
             (attempt,) = await manager.deliveries(alert_id=alert.id)
     body = target.received[0]["body"]
     assert body["title"].startswith("[SumpWatch] CRITICAL:")
-    assert "000_86c7187f3bed6ca5.txt §(c)(2)b" in body["message"]
+    assert "Village of Edgar Sump Pump Ordinance §(c)(2)b" in body["message"]
+    assert ".txt" not in body["message"]
     assert attempt.recipient == "json://…"
 
 
 async def test_mqtt_state_follows_the_alert_across_a_broker_restart(
-    db: SqliteDatabase,
+    db: Database,
     mosquitto: BrokerProcess,
 ) -> None:
     async with MqttPublisher(mosquitto.host, mosquitto.port, client_id="alerts-rs") as pub:

@@ -86,6 +86,10 @@ async def test_a_failed_pump_in_simulated_telemetry_ends_in_one_high_water_email
             await wait_until(emailed, timeout=60)
             await asyncio.sleep(0.5)  # more findings updates keep flowing: no more mail
             alerts = await runtime.alerts.list_alerts()
+            # Messages name each ordinance by its pack's title (issue 20.3).
+            assert runtime.alerts.ordinances["000_86c7187f3bed6ca5.txt"] == (
+                "Village of Edgar Sump Pump Ordinance"
+            )
     # The dead pump is also a pump failure (its own alert); high water stays separate.
     assert sorted((a.rule_id, a.severity.value, a.state.value) for a in alerts) == [
         ("high_water", "critical", "open"),

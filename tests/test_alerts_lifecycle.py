@@ -185,3 +185,14 @@ def test_the_season_year_turns_at_local_midnight_of_the_season_start() -> None:
 
 def test_the_default_season_start_is_the_rule_packs_default() -> None:
     assert DEFAULT_SEASON_START == PACK_DEFAULT_SEASON_START
+
+
+def test_an_ordinance_violation_without_grace_goes_to_public_works_as_an_escalation() -> None:
+    # Review O8: sent as "opened" it lost the "Ordinance violation:" subject.
+    decision = on_event(
+        None, FindingEvent(FindingChange.OPENED, _finding(ordinance=True)), T0, POLICY,
+        new_id="a1", jurisdiction="edgar", escalation=NO_GRACE,
+    )  # fmt: skip
+    assert Send(To.PUBLIC_WORKS, Reason.ESCALATED) in decision.sends
+    assert Send(To.PUBLIC_WORKS, Reason.OPENED) not in decision.sends
+    assert decision.alert is not None and decision.alert.escalated_at == T0

@@ -6,10 +6,8 @@ read one at a time; tests/test_alerts_delivery.py sends through real servers.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +16,7 @@ from alerts.config import Jurisdiction, Recipient, RetryPolicy
 from alerts.models import DeliveryResult, NotificationStatus, OutgoingMessage, Reason
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
 from gateway.registry.models import Contact, NodeConfig, SiteConfig, SiteRegistry
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import Database
 
 T0 = datetime(2026, 1, 15, 18, 0, tzinfo=UTC)  # noon in Chicago
 CITE = (Citation("000_86c7187f3bed6ca5.txt", "(c)(2)b", "shall not discharge"),)
@@ -131,15 +129,13 @@ class Harness:
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[SqliteDatabase]:
-    database = SqliteDatabase(tmp_path / "alerts.db")
-    await database.open()
-    yield database
-    await database.close()
+def db(state_db: Database) -> Database:
+    """The state database, on SQLite and on PostgreSQL (each test runs on both)."""
+    return state_db
 
 
 def make(
-    db: SqliteDatabase,
+    db: Database,
     *,
     contacts: tuple[Contact, ...] = (OWNER,),
     grace: timedelta | None = None,
@@ -173,7 +169,7 @@ def make(
 
 
 @pytest.fixture
-async def h(db: SqliteDatabase) -> Harness:
+async def h(db: Database) -> Harness:
     harness = make(db)
     await harness.manager.open()
     return harness
@@ -250,7 +246,7 @@ async def test_a_finding_reopened_after_the_flap_window_raises_a_new_alert(h: Ha
 
 
 async def test_a_repeated_open_after_a_gateway_restart_raises_nothing_new(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     first = make(db)
     await first.manager.open()
@@ -291,7 +287,7 @@ async def test_warning_alerts_do_not_repeat(h: Harness) -> None:
 
 
 async def test_an_ordinance_violation_escalates_to_public_works_after_the_grace_period(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     h = make(db, grace=timedelta(days=10))
     await h.manager.open()
@@ -309,7 +305,7 @@ async def test_an_ordinance_violation_escalates_to_public_works_after_the_grace_
 
 
 async def test_a_violation_fixed_within_the_grace_period_never_reaches_public_works(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     h = make(db, grace=timedelta(days=10))
     await h.manager.open()
@@ -323,14 +319,15 @@ async def test_a_violation_fixed_within_the_grace_period_never_reaches_public_wo
 
 
 async def test_without_a_grace_period_a_violation_goes_to_public_works_at_once(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     h = make(db, grace=None)
     await h.manager.open()
     f = violation()
     await h.manager.on_events([ev(FindingChange.OPENED, f)])
     await h.drain()
-    assert h.email.reasons("pw@edgar.example") == ["opened"]
+    # Review O8: handed over at once, as an escalation (with its subject prefix).
+    assert h.email.reasons("pw@edgar.example") == ["escalated"]
 
 
 async def test_findings_without_a_citation_never_go_to_public_works(h: Harness) -> None:
@@ -353,7 +350,7 @@ async def test_public_works_recipients_below_their_minimum_severity_are_not_told
 
 
 async def test_quiet_hours_hold_back_warnings_but_not_critical_alerts(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     night = datetime(2026, 1, 16, 5, 0, tzinfo=UTC)  # 23:00 in Chicago
     quiet = Contact(name="Owner", email="owner@example.org", quiet_hours=(22, 7))
@@ -399,7 +396,7 @@ async def test_assigning_an_alert_records_the_assignee(h: Harness) -> None:
     assert (await h.manager.assign(alert.id, assignee="crew-3")).assignee == "crew-3"
 
 
-async def test_failed_sends_are_retried_with_backoff_then_given_up(db: SqliteDatabase) -> None:
+async def test_failed_sends_are_retried_with_backoff_then_given_up(db: Database) -> None:
     h = make(db, email=Recorder(fail=10))
     await h.manager.open()
     await h.manager.on_events([ev(FindingChange.OPENED, finding(severity=Severity.WARNING))])
@@ -421,7 +418,7 @@ async def test_failed_sends_are_retried_with_backoff_then_given_up(db: SqliteDat
     ]
 
 
-async def test_a_permanent_failure_is_not_retried(db: SqliteDatabase) -> None:
+async def test_a_permanent_failure_is_not_retried(db: Database) -> None:
     h = make(db, email=Recorder(fail=1, permanent=True))
     await h.manager.open()
     await h.manager.on_events([ev(FindingChange.OPENED, finding())])
@@ -450,7 +447,7 @@ async def test_list_filters_by_site_state_severity_and_time(h: Harness) -> None:
 
 
 async def test_a_violation_that_flaps_keeps_its_original_escalation_deadline(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     h = make(db, grace=timedelta(days=10))
     await h.manager.open()
@@ -490,7 +487,7 @@ async def test_a_finding_id_reused_long_after_its_alert_resolved_raises_a_new_al
 
 
 async def test_an_intermittent_violation_escalates_across_episodes_within_the_season(
-    db: SqliteDatabase,
+    db: Database,
 ) -> None:
     # A hose into the laundry sink, used for five days at a time: every episode
     # stops well within the 30-day grace period of its own start, but the clock
@@ -512,7 +509,7 @@ async def test_an_intermittent_violation_escalates_across_episodes_within_the_se
     assert {a.clock_started_at for a in alerts} == {T0}
 
 
-async def test_a_violation_in_a_new_season_year_starts_a_fresh_clock(db: SqliteDatabase) -> None:
+async def test_a_violation_in_a_new_season_year_starts_a_fresh_clock(db: Database) -> None:
     h = make(db, grace=timedelta(days=30))
     await h.manager.open()
     f = violation(fid="first")

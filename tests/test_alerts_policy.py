@@ -24,6 +24,8 @@ from alerts.render import format_evidence, render
 from gateway.domain import Severity
 from gateway.errors import ConfigError
 from gateway.registry.models import Contact
+from gateway.rules.catalog import action_for
+from gateway.rules.pack import load_packs
 from gateway.settings import REPO_DIR
 
 CHICAGO = ZoneInfo("America/Chicago")
@@ -130,14 +132,30 @@ def test_no_routing_file_means_defaults() -> None:
 
 
 def test_evidence_is_shown_in_the_contacts_units() -> None:
-    evidence = {"level_cm": 50.8, "pipe_temp_c": -2.0, "flow_lpm": 0.0, "starts": 14}
+    evidence = {
+        "level_cm": 50.8,
+        "pipe_temp_c": -2.0,
+        "flow_lpm": 0.0,
+        "elsewhere_l": 114.9,
+        "starts": 14,
+    }
+    # The same readings the pages give (gateway.units), litres included.
     assert format_evidence(evidence, "us") == [
         ("level", "20.0 in"),
-        ("pipe temp", "28.4 °F"),
-        ("flow", "0.0 gal/min"),
+        ("pipe temp", "28°F"),
+        ("flow", "0.0 gpm"),
+        ("elsewhere", "30 gal"),
         ("starts", "14"),
     ]
-    assert format_evidence(evidence, "metric")[0] == ("level", "50.8 cm")
+    assert format_evidence(evidence, "metric")[:2] == [("level", "51 cm"), ("pipe temp", "-2.0°C")]
+    assert format_evidence(evidence, "metric")[3] == ("elsewhere", "115 L")
+
+
+def test_an_evidence_table_is_counted_in_the_message_not_printed_as_data() -> None:
+    cycles = [{"start": "2026-12-01T18:00:00+00:00", "outlet_l": 0.0}] * 3
+    assert format_evidence({"cycles": cycles}, "us") == [
+        ("cycles", "3 recorded (on the dashboard)")
+    ]
 
 
 def _alert() -> Alert:
@@ -180,12 +198,24 @@ def _note(reason: Reason = Reason.OPENED) -> Notification:
 
 
 def test_the_rendered_message_carries_action_evidence_and_citation() -> None:
-    msg = render(_alert(), _note(Reason.ESCALATED), None, now=datetime.now(UTC))
+    ordinances = {pack.file: pack.title for pack in load_packs().values()}
+    msg = render(
+        _alert(), _note(Reason.ESCALATED), None, now=datetime.now(UTC), ordinances=ordinances
+    )
     assert msg.subject.startswith("[SumpWatch] Ordinance violation: WARNING:")
-    assert "Move the outlet" in msg.text and "air temp: 23.0 °F" in msg.text
-    assert "000_86c7187f3bed6ca5.txt §(d)(1)" in msg.text
+    assert "Move the outlet" in msg.text and "air temp: 23°F" in msg.text
+    # People read the ordinance's title; the file name stays in the machine payload.
+    assert "Village of Edgar Sump Pump Ordinance §(d)(1)" in msg.text
+    assert "Village of Edgar Sump Pump Ordinance §(d)(1)" in msg.html
+    assert ".txt" not in msg.text and ".txt" not in msg.html
+    assert msg.payload["alert"]["citations"][0]["file"] == "000_86c7187f3bed6ca5.txt"
     assert "&lt;the&gt;" in msg.html and "<the>" in msg.text
     assert msg.payload["event"] == "escalated"
+
+
+def test_a_citation_of_a_text_no_pack_knows_is_named_as_an_ordinance_not_a_bare_file() -> None:
+    msg = render(_alert(), _note(), None, now=datetime.now(UTC))
+    assert "Ordinance 000_86c7187f3bed6ca5.txt §(d)(1)" in msg.text
 
 
 def test_the_email_message_id_is_derived_from_the_notification_id() -> None:
@@ -208,3 +238,11 @@ def test_an_old_webhook_timestamp_is_a_replay() -> None:
     body, stamp = b"{}", "1700000000"
     headers = {"X-SumpWatch-Timestamp": stamp, "X-SumpWatch-Signature": sign(b"k", stamp, body)}
     assert not verify(b"k", headers, body, now=lambda: 1700000000.0 + 3600)
+
+
+def test_the_action_an_alert_carries_names_the_ordinance_of_its_deadlines_not_its_file() -> None:
+    # "What to do" is in the e-mail too: its grace and waiver citations name the text.
+    edgar = load_packs()["edgar"]
+    action = action_for("sanitary_discharge", edgar)
+    assert "Under Village of Edgar Sump Pump Ordinance §(f)(1) a connection order" in action
+    assert ".txt" not in action

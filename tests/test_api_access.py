@@ -119,6 +119,10 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/admin/outbox"): Access.ADMIN,
     ("POST", "/admin/test-alert"): Access.ADMIN,
     ("GET", "/admin/metrics"): Access.ADMIN,
+    # The demo's "inject a scenario into a site" (issue 20 item 1): page, form, API.
+    ("GET", "/admin/inject"): Access.ADMIN,
+    ("POST", "/admin/inject"): Access.ADMIN,
+    ("POST", "/demo/inject"): Access.ADMIN,
 }
 
 #: Query parameters a route needs to get past validation to its handler.

@@ -1,7 +1,9 @@
 """Issue 7, bad input to the API: schemathesis fuzzes every operation of the OpenAPI
-spec, in process, against the real app (real gateway, Mosquitto and SQLite behind
-it): no request may end in a 5xx.
+spec over HTTP against ``sumpwatch gateway`` run as a process (real Mosquitto and
+SQLite behind it): no request may end in a 5xx.
 
+The gateway runs in its own process, not in the test's: a request that hangs or a
+shutdown that stalls shows as that process failing, never as a wedged test runner.
 A few examples per operation keep the whole run well under a minute; the seed is
 fixed by hypothesis' database-less derandomised mode so a failure repeats.
 """
@@ -9,56 +11,57 @@ fixed by hypothesis' database-less derandomised mode so a failure repeats.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import schemathesis
-from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
-from schemathesis.python import asgi
 
 from gateway.app import create_app
-from gateway.broker import start_broker
+from gateway.broker import BrokerProcess, free_port, start_broker
 from gateway.settings import Settings
-from tests.conftest import DEMO_SITES
+from tests.gateway_process import gateway_config, start_cli, stop_process, wait_http
 from tests.mqtt_helpers import pit_messages, publish
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def api_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
-    """The app with its gateway running (lifespan started by schemathesis once)."""
-    root: Path = tmp_path_factory.mktemp("api-fuzz")
-    broker = start_broker(root / "mosquitto")
-    settings = Settings(
-        _env_file=None,
-        data_dir=root / "data",
-        sites_file=DEMO_SITES,
-        mqtt_host=broker.host,
-        mqtt_port=broker.port,
-        mqtt_client_id=f"fuzz-{uuid.uuid4().hex[:6]}",
-        batch_interval_s=0.02,
-    )
-    app = create_app(settings)
+def fuzz_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    broker = start_broker(tmp_path_factory.mktemp("api-fuzz-broker"))
     try:
-        yield app
+        yield broker
     finally:
-        asgi.shutdown_lifespans()
         broker.stop()
 
 
 @pytest.fixture(scope="module")
-def api_schema(api_app: FastAPI) -> Any:
-    """The app's own OpenAPI document, with some telemetry stored to query."""
-    schema = schemathesis.openapi.from_asgi("/openapi.json", api_app)
-    runtime = api_app.state.runtime  # the lifespan ran while loading the schema
-    publish(runtime.settings.mqtt_host, runtime.settings.mqtt_port, pit_messages(200))
-    return schema
+def api_url(tmp_path_factory: pytest.TempPathFactory, fuzz_broker: BrokerProcess) -> Iterator[str]:
+    """``sumpwatch gateway`` (auth off: every request is an administrator's, so every
+    operation is reached), with some telemetry stored to query."""
+    root: Path = tmp_path_factory.mktemp("api-fuzz")
+    port = free_port()
+    config = gateway_config(
+        root, fuzz_broker, port, auth_enabled=False, secret_key="fuzz-test-secret-key"
+    )
+    log = root / "gateway.log"
+    proc = start_cli(["gateway", "-c", str(config)], log, root)
+    try:
+        wait_http(proc, port, log)
+        publish(fuzz_broker.host, fuzz_broker.port, pit_messages(200))
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(proc)
+
+
+@pytest.fixture(scope="module")
+def api_schema(api_url: str) -> Any:
+    """The running gateway's own OpenAPI document."""
+    return schemathesis.openapi.from_url(f"{api_url}/openapi.json")
 
 
 def _operations() -> list[Any]:
@@ -105,7 +108,6 @@ def test_no_request_makes_the_api_fail_with_a_server_error(
         "/reports/winter?season=9999-10000",
     ],
 )
-def test_the_500s_fuzzing_found_stay_fixed(api_schema: Any, url: str) -> None:
-    with asgi.get_client(api_schema.app) as client:
-        response = client.get(url)
+def test_the_500s_fuzzing_found_stay_fixed(api_url: str, url: str) -> None:
+    response = httpx.get(f"{api_url}{url}", timeout=30)
     assert response.status_code < 500, response.text

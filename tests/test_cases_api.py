@@ -204,3 +204,40 @@ async def test_the_page_forms_record_a_checklist_and_print_ticked_letters(
         )
         assert letters.status_code == 200
         assert letters.headers["content-type"] == "application/pdf"
+
+
+async def test_a_running_gateway_serves_case_waivers_and_inspected_facts_as_the_site(
+    live_app: LiveApp,
+) -> None:
+    # Issue 16.3 / 16.4 through the composition root: the registry the routes read is
+    # amended by the cases, so the site, its audit and its verdict carry them at once.
+    async with signed_in(live_app, "edgar-pw") as staff:
+        case = await _open(staff, "elm-16")
+        headers = await _csrf(staff)
+        steps = f"/cases/{case['id']}/steps"
+        applied = {"kind": "waiver_applied", "waiver": {"grounds": "no storm lateral"}}
+        assert (await staff.post(steps, json=applied, headers=headers)).status_code == 201
+        granted = {
+            "kind": "waiver_decided",
+            "waiver": {"decision": "granted", "decider": "engineer", "end": "2099-01-01T00:00:00Z"},
+        }
+        assert (await staff.post(steps, json=granted, headers=headers)).status_code == 201
+        result = {
+            "kind": "inspection_result",
+            "inspection": {
+                "outcome": "fail",
+                "inspector": "B. Inspector",
+                "facts": {"outlet_to_property_line_ft": 6},
+            },
+        }
+        assert (await staff.post(steps, json=result, headers=headers)).status_code == 201
+        bad = {"kind": "inspection_result", "inspection": {"outcome": "pass", "facts": {"x": 1}}}
+        assert (await staff.post(steps, json=bad, headers=headers)).status_code == 409
+
+        site = (await staff.get("/sites/elm-16", headers=JSON)).json()
+        [waiver] = [w for w in site["waivers"] if case["id"] in str(w["reference"])]
+        assert waiver["rule"] == "sanitary_discharge"
+        assert site["installation"]["outlet_to_property_line_ft"] == 6
+        audit = (await staff.get("/sites/elm-16/audit", headers=JSON)).json()
+        failed = {i["requirement_id"]: i for i in audit["items"] if i["status"] == "fail"}
+        assert failed["property_line_setback"]["actual"] == 6

@@ -6,6 +6,7 @@ import hashlib
 import json
 import subprocess
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -143,3 +144,31 @@ async def test_no_letter_where_the_pack_has_no_notice_or_order(service: CaseServ
     case = await service.open_case("main-101", "icing_risk", Origin.OBSERVATION, CLERK)
     with pytest.raises(ValueError, match="no notice or order"):
         evidence.letters_pdf([service.view(case)], NOW)
+
+
+async def test_the_packet_shows_the_frozen_snapshot_while_the_open_finding_keeps_updating(
+    service: CaseService, tmp_path: Path
+) -> None:
+    # Issue 16.6 / 15.5: the packet is as of its last step, from the frozen snapshot.
+    case_id = await _edgar_case(service)
+    before = await evidence.bundle(service, case_id)
+    assert service.findings is not None
+    stored = await service.findings.get("f-1")
+    assert stored is not None
+    later = replace(
+        stored,
+        updated_at=NOW + timedelta(hours=5),
+        level="alarm",
+        evidence={"unaccounted_l": 999.0},
+    )
+    await service.findings.apply([FindingEvent(FindingChange.UPDATED, later)])
+    after = await evidence.bundle(service, case_id)
+    assert after.hash == before.hash
+    [finding] = json.loads(after.json_bytes)["findings"]
+    assert finding["evidence"]["unaccounted_l"] == 212.5
+    assert finding["level"] == "violation"
+    assert finding["snapshot"]["change"] == "opened" and finding["snapshot"]["intact"]
+    assert [h["level"] for h in finding["history"]] == ["violation"]
+    pdf = tmp_path / "packet.pdf"
+    pdf.write_bytes(evidence.packet_pdf(after))
+    assert finding["snapshot"]["sha256"][:20] in " ".join(" ".join(_pages_text(pdf)).split())

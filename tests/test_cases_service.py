@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -40,7 +38,7 @@ from gateway.errors import StoreError
 from gateway.registry import load_registry
 from gateway.rules.pack import load_packs
 from gateway.settings import REPO_DIR
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import Connection, Database
 
 SITES = REPO_DIR / "deploy" / "sites.example.toml"
 CLERK = Actor("edgar-pw", "public_works")
@@ -57,11 +55,9 @@ class Clock:
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[SqliteDatabase]:
-    database = SqliteDatabase(tmp_path / "cases.sqlite")
-    await database.open()
-    yield database
-    await database.close()
+def db(state_db: Database) -> Database:
+    """The state database, on SQLite and on PostgreSQL (each test runs on both)."""
+    return state_db
 
 
 @pytest.fixture
@@ -70,7 +66,7 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-async def service(db: SqliteDatabase, clock: Clock) -> CaseService:
+async def service(db: Database, clock: Clock) -> CaseService:
     repo = CaseRepository(db)
     await repo.open()
     return CaseService(repo, load_registry(SITES), load_packs(), clock=clock)
@@ -203,7 +199,7 @@ async def test_an_inspection_result_is_checked_against_the_packs_checklist(
 
 
 async def test_observations_and_inspections_are_confirmations_for_the_verdicts(
-    service: CaseService, db: SqliteDatabase, clock: Clock
+    service: CaseService, db: Database, clock: Clock
 ) -> None:
     seen = clock.now - timedelta(hours=2)
     await service.open_case(
@@ -221,12 +217,12 @@ async def test_observations_and_inspections_are_confirmations_for_the_verdicts(
     ]
     assert service.repo.confirmations("oak-5", seen - timedelta(days=1), clock.now) == []
     reopened = CaseRepository(db)
-    await reopened.open()  # loaded back from SQLite
+    await reopened.open()  # loaded back from the database
     assert reopened.confirmations("elm-16", seen, clock.now) == found
 
 
 async def test_steps_and_ledger_lines_cannot_be_changed_in_the_database(
-    service: CaseService, db: SqliteDatabase, clock: Clock
+    service: CaseService, db: Database, clock: Clock
 ) -> None:
     case = await service.open_case("elm-16", "sanitary_discharge", Origin.COMPLAINT, CLERK)
     await service.record(case.id, service.new_step(StepKind.ORDER, service=MAILED), CLERK)
@@ -236,7 +232,7 @@ async def test_steps_and_ledger_lines_cannot_be_changed_in_the_database(
     assert await service.post_ledger("elm-16") == lines  # posting again adds nothing
     for sql in ("UPDATE case_steps SET note = 'x'", "DELETE FROM case_ledger"):
 
-        def change(conn: sqlite3.Connection, sql: str = sql) -> None:
+        def change(conn: Connection, sql: str = sql) -> None:
             conn.execute(sql)
 
         with pytest.raises((StoreError, sqlite3.Error), match=r"append-only|immutable"):

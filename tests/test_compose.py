@@ -5,6 +5,7 @@ Mosquitto."""
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typer.testing import CliRunner
 
 from gateway.broker import BrokerProcess, mosquitto_binary, start_broker
 from gateway.provision import NodeCredentials, provision_gateway, provision_nodes
+from gateway.runtime import shard_client_id
 from gateway.settings import REPO_DIR, Settings
 
 COMPOSE_FILE = REPO_DIR / "docker-compose.yml"
@@ -28,6 +30,11 @@ MOSQUITTO_CONF = REPO_DIR / "deploy" / "mosquitto" / "mosquitto.conf"
 GRAFANA = REPO_DIR / "deploy" / "grafana" / "provisioning"
 
 _VAR = re.compile(r"\$\{([A-Z0-9_]+)(?::?([-?])([^}]*))?\}")
+
+
+#: The cluster profile's services: the state in PostgreSQL, ingest-only gateways (one
+#: shard each) and web servers.
+CLUSTER = ("postgres", "gateway-shard-0", "gateway-shard-1", "gateway-standby", "web-1", "web-2")
 
 
 def env_example() -> dict[str, str]:
@@ -54,11 +61,13 @@ def interpolate(text: str, env: dict[str, str]) -> str:
 
 
 #: What an operator adds to .env.example: the logins made with `sumpwatch provision`
-#: and `sumpwatch provision-gateway` (compose refuses to start without them).
+#: and `sumpwatch provision-gateway`, and the TLS certificates' folder
+#: (scripts/make_certs.sh); compose refuses to start without each.
 OPERATOR = {
     "MOSQUITTO_PASSWD_FILE": "./deploy/mosquitto/passwd",
     "MOSQUITTO_GATEWAY_PASSWD_FILE": "./deploy/mosquitto/passwd.gateway",
     "SUMPWATCH_MQTT_PASSWORD": "printed-by-provision-gateway",
+    "MOSQUITTO_CERTS_DIR": "./deploy/mosquitto/certs",
 }
 #: Files the operator makes; never in the repository (.gitignore).
 OPERATOR_FILES = {
@@ -109,6 +118,7 @@ def test_the_file_is_a_valid_compose_specification() -> None:
         "grafana",
         "gateway",
         "simulator",
+        *CLUSTER,
     }
 
 
@@ -154,7 +164,18 @@ def test_named_volumes_keep_every_services_data(compose: dict[str, Any]) -> None
         for volume in service.get("volumes", [])
         if not volume.startswith(("./", "/"))
     }
-    assert used == declared == {"mosquitto-data", "influxdb-data", "grafana-data", "gateway-data"}
+    assert (
+        used
+        == declared
+        == {
+            "mosquitto-data",
+            "influxdb-data",
+            "grafana-data",
+            "gateway-data",
+            "postgres-data",
+            *(f"{name}-data" for name in CLUSTER if name != "postgres"),
+        }
+    )
 
 
 def test_no_secret_is_written_in_the_file() -> None:
@@ -193,6 +214,34 @@ def test_compose_refuses_to_start_on_the_example_env_alone() -> None:
     # cp .env.example .env && docker compose up: stops, naming the password files.
     with pytest.raises(KeyError, match=r"MOSQUITTO_(GATEWAY_)?PASSWD_FILE"):
         load(env_example())
+
+
+def test_compose_refuses_to_start_without_certificates_and_says_how_to_make_them() -> None:
+    # The TLS listener is in the shipped config and no certificate is committed: a
+    # default folder would start a broker that exits at once (issue 12).
+    raw = yaml.safe_load(COMPOSE_FILE.read_text())
+    (mount,) = [
+        v for v in raw["services"]["mosquitto"]["volumes"] if v.endswith(":/mosquitto/certs:ro")
+    ]
+    assert re.match(r"\$\{MOSQUITTO_CERTS_DIR:\?[^}]*scripts/make_certs\.sh", mount), mount
+    assert not env_example()["MOSQUITTO_CERTS_DIR"]
+    env = {**env_example(), **OPERATOR}
+    del env["MOSQUITTO_CERTS_DIR"]
+    with pytest.raises(KeyError, match=r"make_certs\.sh"):
+        load(env)
+
+
+def test_the_certificate_script_writes_every_file_the_tls_listener_reads(tmp_path: Path) -> None:
+    subprocess.run(
+        ["bash", str(REPO_DIR / "scripts" / "make_certs.sh"), str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    conf = MOSQUITTO_CONF.read_text()
+    for key in ("certfile", "keyfile", "cafile"):
+        (path,) = re.findall(rf"^{key}\s+/mosquitto/certs/(\S+)", conf, re.M)
+        assert (tmp_path / path).is_file(), key
+    assert "/deploy/mosquitto/certs/*.key" in (REPO_DIR / ".gitignore").read_text()
 
 
 def test_broker_password_files_have_no_default(compose: dict[str, Any]) -> None:
@@ -241,6 +290,64 @@ def test_gateway_environment_is_valid_settings(compose: dict[str, Any]) -> None:
     values: dict[str, Any] = {k.removeprefix("SUMPWATCH_").lower(): v for k, v in env.items()}
     settings = Settings.model_validate(values)
     assert settings.store == "influxdb"
+
+
+def _settings_of(service: dict[str, Any]) -> Settings:
+    env = environment(service)
+    values: dict[str, Any] = {k.removeprefix("SUMPWATCH_").lower(): v for k, v in env.items()}
+    return Settings.model_validate(values)
+
+
+# -- the cluster profile (issue 18.6) ------------------------------------------------------
+
+
+def test_the_cluster_profile_runs_postgres_two_ingest_only_gateways_and_two_web_servers(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    assert all(services[name]["profiles"] == ["cluster"] for name in CLUSTER)
+    commands = {name: services[name].get("command") for name in CLUSTER}
+    assert commands == {
+        "postgres": None,
+        "gateway-shard-0": ["gateway", "--no-api"],
+        "gateway-shard-1": ["gateway", "--no-api"],
+        "gateway-standby": ["gateway", "--no-api", "--standby"],
+        "web-1": ["api"],
+        "web-2": ["api"],
+    }
+
+
+def test_every_cluster_process_shares_one_postgresql_state_and_one_secret_key(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    settings = [_settings_of(services[name]) for name in CLUSTER if name != "postgres"]
+    urls = {s.state_url.get_secret_value() for s in settings if s.state_url is not None}
+    assert len(settings) == 5 and len(urls) == 1
+    url = urlsplit(urls.pop())
+    postgres = environment(services["postgres"])
+    assert (url.hostname, url.username, url.password, url.path) == (
+        "postgres",
+        postgres["POSTGRES_USER"],
+        postgres["POSTGRES_PASSWORD"],
+        "/" + postgres["POSTGRES_DB"],
+    )
+    assert len({s.secret_key.get_secret_value() for s in settings}) == 1  # sessions
+
+
+def test_each_cluster_gateway_owns_a_shard_a_client_id_and_a_data_volume(
+    compose: dict[str, Any],
+) -> None:
+    names = ("gateway-shard-0", "gateway-shard-1", "gateway-standby")
+    gateways = [compose["services"][name] for name in names]
+    settings = [_settings_of(g) for g in gateways]
+    assert [(s.mqtt_shards, s.mqtt_shard) for s in settings] == [(2, 0), (2, 1), (2, None)]
+    # The standby takes a shard over under that shard's client id (its session).
+    shard_ids = {shard_client_id(s, s.mqtt_shard) for s in settings if s.mqtt_shard is not None}
+    standby = settings[2]
+    assert shard_ids == {shard_client_id(standby, 0), shard_client_id(standby, 1)}
+    assert len(shard_ids) == 2
+    assert [g["volumes"][0].split(":")[0] for g in gateways] == [f"{n}-data" for n in names]
 
 
 def test_gateway_reaches_the_broker_and_influxdb_by_service_name(compose: dict[str, Any]) -> None:

@@ -30,7 +30,9 @@ def _reason(payload: object, topic: str = TOPIC) -> str:
 
 def test_the_committed_json_schema_matches_the_models() -> None:
     committed = json.loads((REPO_DIR / "docs" / "telemetry.schema.json").read_text())
-    assert committed == json_schema(), "run `sumpwatch schema` and commit the file"
+    assert committed == json_schema(), (
+        "run `sumpwatch schema --out docs/telemetry.schema.json` and commit the file"
+    )
 
 
 def test_a_valid_pit_message_becomes_a_reading_in_utc() -> None:

@@ -1,8 +1,10 @@
-"""Issue 2: the demo command starts everything, serves health, stores readings, stops on SIGINT."""
+"""Issue 2: the demo command starts everything, serves health, stores readings, stops on SIGINT;
+issue 19: it announces its homes to Home Assistant (retained discovery configs)."""
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -11,6 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import paho.mqtt.client as mqtt
 import pytest
 
 from gateway.broker import free_port
@@ -36,6 +39,36 @@ def _stored(db: Path) -> int:
             return 0
 
 
+def _broker_port(data: Path) -> int:
+    """The demo broker's port, from the config it wrote (Mosquitto) in its data dir."""
+    conf = (data / "broker" / "mosquitto.conf").read_text()
+    match = re.search(r"^listener (\d+) ", conf, re.M)
+    assert match, conf
+    return int(match.group(1))
+
+
+def _retained_discovery(port: int, timeout: float = 10.0) -> set[str]:
+    """Sites with a retained ``homeassistant/+/+/config`` on the broker (what a Home
+    Assistant connecting now would read)."""
+    sites: set[str] = set()
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="test-ha")
+
+    def on_message(_c: object, _u: object, msg: mqtt.MQTTMessage) -> None:
+        if msg.retain and msg.payload:
+            sites.add(json.loads(msg.payload)["device"]["identifiers"][0])
+
+    client.on_message = on_message
+    client.on_connect = lambda c, *_: c.subscribe("homeassistant/+/+/config", qos=1)
+    client.connect("127.0.0.1", port)
+    client.loop_start()
+    deadline = time.monotonic() + timeout
+    while len(sites) < 10 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    client.disconnect()
+    client.loop_stop()
+    return sites
+
+
 def test_demo_serves_health_stores_simulated_homes_and_stops_on_sigint(tmp_path: Path) -> None:
     port = free_port()
     data = tmp_path / "demo"
@@ -59,6 +92,8 @@ def test_demo_serves_health_stores_simulated_homes_and_stops_on_sigint(tmp_path:
         with sqlite3.connect(data / "sumpwatch.db") as conn:
             sites = conn.execute("SELECT COUNT(DISTINCT site_id) FROM readings").fetchone()[0]
         assert sites >= 10  # about a dozen simulated homes report
+        # Every home is announced to Home Assistant, retained for one that connects later.
+        assert len(_retained_discovery(_broker_port(data))) >= 10
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -59,7 +59,7 @@ def test_a_signal_to_the_demo_stops_the_broker_the_simulator_and_itself(
         names = " ".join(" ".join(c.cmdline()) for c in children)
         assert "mosquitto" in names and "simulate" in names, names
         proc.send_signal(sig)  # to the demo process alone, as `kill` or systemd would
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=60)  # each stage of the stop is bounded
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -224,6 +224,31 @@ async def test_a_locked_store_holds_messages_until_it_is_free_again(
     assert stored_identities(gateway_settings.sqlite_file) == identities(messages)
 
 
+async def test_a_stop_while_the_store_is_locked_is_bounded_and_loses_nothing(
+    gateway_settings: Settings, mosquitto: BrokerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("gateway.runtime.DRAIN_TIMEOUT_S", 1.0)
+    messages = pit_messages(500, boot="st0p")
+    with contextlib.ExitStack() as locked:
+        async with run_gateway(gateway_settings) as runtime:
+            await wait_connected(runtime)
+            locked.enter_context(exclusive_lock(gateway_settings.sqlite_file))
+            await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, messages)
+
+            async def all_received() -> bool:
+                return runtime.metrics.received >= len(messages)
+
+            await wait_until(all_received, 15)
+            stopping = time.monotonic()
+        # The drain gave up at its bound instead of retrying the locked store forever.
+        assert time.monotonic() - stopping < 10
+        assert runtime.metrics.stored == 0
+    # Nothing was acknowledged, so the broker hands every message to the next run.
+    async with run_gateway(gateway_settings) as runtime:
+        await stored_count(runtime, len(messages))
+    assert stored_identities(gateway_settings.sqlite_file) == identities(messages)
+
+
 async def test_a_node_that_reconnects_and_replays_is_stored_once(
     gateway: Runtime, mosquitto: BrokerProcess
 ) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import stat
 import subprocess
@@ -16,110 +15,39 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 
 from gateway.broker import BrokerProcess, free_port
-from gateway.settings import REPO_DIR
 from tests.browser_fixtures import login_form_token
-from tests.conftest import DEMO_SITES
+from tests.gateway_process import (
+    GatewayProcess,
+    environment,
+    gateway_config,
+    start_cli,
+    stop_process,
+    wait_http,
+)
 
 pytestmark = pytest.mark.integration
 
-DEMO_USERS = REPO_DIR / "deploy" / "users.example.toml"
 MB = 1024 * 1024
-
-
-@dataclass
-class GatewayProcess:
-    """A running ``sumpwatch gateway``."""
-
-    proc: subprocess.Popen[bytes]
-    port: int
-    data_dir: Path
-    log: Path
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def rss(self) -> int:
-        return int(psutil.Process(self.proc.pid).memory_info().rss)
-
-
-def _config(tmp_path: Path, broker: BrokerProcess, port: int, **extra: object) -> Path:
-    values: dict[str, object] = {
-        "data_dir": str(tmp_path / "data"),
-        "sites_file": str(DEMO_SITES),
-        "mqtt_host": broker.host,
-        "mqtt_port": broker.port,
-        "mqtt_client_id": f"gw-proc-{port}",
-        "api_port": port,
-        "auth_enabled": True,
-        "users_file": str(DEMO_USERS),
-        "report_schedule": False,
-        **extra,
-    }
-    lines = [f"{key} = {json.dumps(value)}" for key, value in values.items()]
-    path = tmp_path / "gateway.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def _environment() -> dict[str, str]:
-    """This environment without SUMPWATCH_* settings (the config file decides)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("SUMPWATCH_")}
-
-
-def _start(args: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=_environment(),
-            cwd=cwd,  # no .env file of the developer's is read
-        )
-
-
-def _wait_http(proc: subprocess.Popen[bytes], port: int, log: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                return
-        except urllib.error.HTTPError:
-            return  # 503 while degraded: serving all the same
-        except OSError:
-            time.sleep(0.2)
-    pytest.fail(f"no HTTP on {port}:\n{log.read_text()}")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture
 def gateway_process(tmp_path: Path, mosquitto: BrokerProcess) -> Iterator[GatewayProcess]:
     """``sumpwatch gateway --trusted-proxy 127.0.0.9`` with auth on and the demo users."""
     port = free_port()
-    config = _config(tmp_path, mosquitto, port, secret_key="process-test-secret-key")
+    config = gateway_config(tmp_path, mosquitto, port, secret_key="process-test-secret-key")
     log = tmp_path / "gateway.log"
-    proc = _start(["gateway", "-c", str(config), "--trusted-proxy", "127.0.0.9"], log, tmp_path)
+    proc = start_cli(["gateway", "-c", str(config), "--trusted-proxy", "127.0.0.9"], log, tmp_path)
     try:
-        _wait_http(proc, port, log)
+        wait_http(proc, port, log)
         yield GatewayProcess(proc, port, tmp_path / "data", log)
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 def _raw_request(port: int, head: bytes, body_mb: int = 0) -> tuple[bytes, int]:
@@ -229,14 +157,14 @@ def test_the_data_dir_is_private_and_every_file_in_it_is_mode_600(
 def test_the_gateway_refuses_to_start_with_the_placeholder_secret_key(
     tmp_path: Path, mosquitto: BrokerProcess
 ) -> None:
-    config = _config(tmp_path, mosquitto, free_port())  # secret_key left at its default
+    config = gateway_config(tmp_path, mosquitto, free_port())  # secret_key left at its default
     result = subprocess.run(
         [sys.executable, "-m", "gateway.cli", "gateway", "-c", str(config)],
         check=False,
         capture_output=True,
         text=True,
         timeout=60,
-        env=_environment(),
+        env=environment(),
         cwd=tmp_path,
     )
     assert result.returncode == 2
@@ -261,7 +189,7 @@ def _demo_port(proc: subprocess.Popen[bytes], log: Path) -> int:
         found = re.search(r"SumpWatch demo: http://127\.0\.0\.1:(\d+)/", log.read_text())
         if found:
             port = int(found.group(1))
-            _wait_http(proc, port, log)
+            wait_http(proc, port, log)
             return port
         time.sleep(0.2)
     pytest.fail(f"the demo never said where it serves:\n{log.read_text()}")
@@ -275,7 +203,7 @@ def test_a_user_token_made_for_the_demo_works_against_it_across_restarts(
     port = free_port()
     args = ["demo", "--homes", "1", "--port", str(port), "--data-dir", str(data)]
     log = tmp_path / "demo.log"
-    proc = _start(args, log, tmp_path)
+    proc = start_cli(args, log, tmp_path)
     try:
         port = _demo_port(proc, log)
         key = data / "secret_key"
@@ -287,22 +215,22 @@ def test_a_user_token_made_for_the_demo_works_against_it_across_restarts(
             capture_output=True,
             text=True,
             timeout=60,
-            env={**_environment(), "SUMPWATCH_DATA_DIR": str(data)},
+            env={**environment(), "SUMPWATCH_DATA_DIR": str(data)},
             cwd=tmp_path,
         )
         assert made.returncode == 0, made.stderr
         token = made.stdout.strip()
         assert _me(port, token)["username"] == "admin"
     finally:
-        _stop(proc)
+        stop_process(proc)
     first_key = key.read_text()
-    proc = _start(args, log, tmp_path)
+    proc = start_cli(args, log, tmp_path)
     try:
         port = _demo_port(proc, log)
         assert key.read_text() == first_key
         assert _me(port, token)["username"] == "admin"
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 async def test_the_sqlite_file_and_its_folder_are_private_whatever_the_umask(

@@ -16,7 +16,7 @@ from gateway.reports.render_html import site_html
 from gateway.reports.sources import ReportSources
 from gateway.rules.pack import load_packs
 from gateway.rules.sequences import make_site
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import Database, SqliteDatabase
 from gateway.state.findings import FindingRepository
 from gateway.store.sqlite import SqliteStore
 
@@ -36,8 +36,8 @@ def _span(span_id: str, start: datetime, minutes: int, count: int) -> NotEvaluat
     return NotEvaluated(span_id, SITE.id, "pit", start, start + timedelta(minutes=minutes), count)
 
 
-async def test_a_growing_span_is_one_record_with_its_full_extent(db: SqliteDatabase) -> None:
-    repo = FindingRepository(db)
+async def test_a_growing_span_is_one_record_with_its_full_extent(state_db: Database) -> None:
+    repo = FindingRepository(state_db)  # on SQLite and on PostgreSQL
     await repo.open()
     await repo.record_not_evaluated(_span("a", START, 2, 12))
     await repo.record_not_evaluated(_span("a", START, 5, 30))
@@ -45,8 +45,8 @@ async def test_a_growing_span_is_one_record_with_its_full_extent(db: SqliteDatab
     assert await repo.not_evaluated(SITE.id) == [_span("a", START, 5, 30)]
 
 
-async def test_spans_are_listed_by_site_and_window(db: SqliteDatabase) -> None:
-    repo = FindingRepository(db)
+async def test_spans_are_listed_by_site_and_window(state_db: Database) -> None:
+    repo = FindingRepository(state_db)  # on SQLite and on PostgreSQL
     await repo.open()
     await repo.record_not_evaluated(_span("a", START, 5, 30))
     later = START + timedelta(days=2)

@@ -315,3 +315,15 @@ def test_audit_of_a_pack_added_as_a_file(tmp_path: Path) -> None:
     )
     assert item.message == "1.25 in < 1.5 in"
     assert str(item.citations[0]) == "x.txt §(9)"
+
+
+def test_the_exit_height_message_quotes_the_text_instead_of_claiming_it_requires_exactly_1_ft(
+    packs: dict[str, RulePack],
+) -> None:
+    # Review §7: (c)(2)e.1 "at one (I) foot above finished grade" is read as a minimum.
+    item = _audit(packs, "edgar", **{**EDGAR_GOOD_GRADE, "outlet_height_above_grade_ft": 0.5})[
+        "outlet_above_grade"
+    ]
+    assert "requires" not in item.message
+    assert '"at one (I) foot above finished grade"' in item.message
+    assert "read here as at least 1 ft" in item.message

@@ -95,3 +95,24 @@ def test_restored_finding_clears_with_its_own_id_when_the_condition_ended() -> N
     ]
     assert [c.id for c in cleared] == [f.id]
     assert cleared[0].cleared_at is not None and cleared[0].opened_at == f.opened_at
+
+
+def _icing_finding(start: datetime, air_c: float):  # type: ignore[no-untyped-def]
+    site = make_site(destination="grade", outlet_to_walkway_ft=6, outlet_to_right_of_way_ft=30)
+    sim = MiniSump(site, start, air_c=air_c, inflow_lpm=6.0)
+    (finding,) = opened(feed(engine_for(site), sim.run(3 * 3600)), "icing_risk")
+    return finding
+
+
+def test_a_finding_cites_only_the_sections_in_force_on_the_day_it_opens() -> None:
+    # Edgar (e)(1)b governs "between November 15 and April 15"; (c)(2)c all year.
+    april_frost = _icing_finding(datetime(2026, 4, 28, 8, tzinfo=UTC), air_c=-2.0)
+    assert [c.section for c in april_frost.citations] == ["(c)(2)c"]
+    january = _icing_finding(datetime(2027, 1, 10, 12, tzinfo=UTC), air_c=-6.0)
+    assert [c.section for c in january.citations] == ["(c)(2)c", "(e)(1)b"]
+
+
+def test_the_icing_distance_is_reported_as_a_default_where_the_text_gives_none() -> None:
+    # Edgar (c)(2)c forbids "any icy condition" but sets no distance: 10 ft is ours.
+    finding = _icing_finding(datetime(2027, 1, 10, 12, tzinfo=UTC), air_c=-6.0)
+    assert finding.evidence["pack_distance_is_default"] is True

@@ -341,3 +341,98 @@ def test_frozen_line_advice_in_edgar_does_not_break_its_own_setbacks(
     assert "remove the outdoor extension" not in edgar and "relief outlet" not in edgar
     assert "(c)(2)b" in edgar
     assert "remove the outdoor extension" in action_for("frozen_line", packs["storm-ord-1991-43"])
+
+
+# ---- each quote lies within the section it names (review §2) ----
+
+#: How each text labels its sections, level by level, as (regex, id part) pairs: Edgar
+#: and Ord. 1991-43 "(c)" "(2)" "b." "1." -> "(c)(2)b.1"; Ord. 247 "(D)" "(4)" "(a)";
+#: L.L. 6-2024 "A." "(2)" in three runs of letters (the law, existing discharges,
+#: penalties), named "A", "existing-discharge A(2)", "penalties B" by the packs.
+_LEVELS: dict[str, tuple[tuple[str, str], ...]] = {
+    "village": (
+        (r"\(([a-z])\)", "({})"),
+        (r"\((\d+)\)", "({})"),
+        (r"([a-zA-Z])\.", "{}"),
+        (r"(\d+)\.", ".{}"),
+    ),
+    "ord247": ((r"\(([A-Z])\)", "({})"), (r"\((\d+)\)", "({})"), (r"\(([a-z])\)", "({})")),
+    "local-law": ((r"([A-Z])\.", "{}"), (r"\((\d+)\)", "({})")),
+}
+_SCHEME = {
+    "000_86c7187f3bed6ca5.txt": "village",
+    "001_86660116dac6b430.txt": "ord247",
+    "002_95501357ede9ea8f.txt": "local-law",
+    "003_aa0dd9cc9c1ba57b.txt": "village",
+}
+_LOCAL_LAW_RUNS = ("", "existing-discharge ", "penalties ")
+
+
+def _leading_label(line: str, levels: tuple[tuple[str, str], ...]) -> tuple[int, str, str] | None:
+    """(level, id part, rest of the line) of a label opening ``line``, if any."""
+    for depth, (pattern, part) in enumerate(levels):
+        m = re.match(pattern + r"(?:\s+|$)", line)
+        if m:
+            return depth, part.format(m.group(1)), line[m.end() :]
+    return None
+
+
+def _sections(file: str, text: str) -> dict[str, str]:
+    """Each section id of an ordinance text -> its words, subsections included."""
+    levels = _LEVELS[_SCHEME[file]]
+    path: list[str] = []
+    run = -1
+    out: dict[str, list[str]] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        while (found := _leading_label(line, levels)) is not None:
+            depth, part, line = found
+            if file.startswith("002") and depth == 0 and part == "A":
+                run += 1  # a new run of lettered paragraphs
+            path = [*path[:depth], part]
+        prefix = _LOCAL_LAW_RUNS[max(run, 0)] if file.startswith("002") else ""
+        for k in range(1, len(path) + 1):
+            out.setdefault(prefix + "".join(path[:k]), []).append(line)
+    return {key: _norm(" ".join(lines)) for key, lines in out.items()}
+
+
+def _with_steps(pack: RulePack) -> list[Citation]:
+    cites = _all_citations(pack)
+    for step in pack.enforcement.steps.values():
+        cites += [
+            c for c in (step.citation, step.refusal_citation, step.reinspection_citation) if c
+        ]
+    return cites
+
+
+def test_the_section_reader_finds_known_sections() -> None:
+    edgar = _sections("000_86c7187f3bed6ca5.txt", (ORDINANCES / PACK_FILES["edgar"]).read_text())
+    assert edgar["(c)(2)e.1"].startswith("The discharge pipe shall exit the building")
+    assert "icy condition" in edgar["(c)(2)c"] and "icy condition" not in edgar["(c)(2)b"]
+    law = _sections(
+        "002_95501357ede9ea8f.txt", (ORDINANCES / PACK_FILES["local-law-6-2024"]).read_text()
+    )
+    assert law["penalties B"].startswith("Misdemeanor.")
+    assert law["existing-discharge A(3)"].startswith("In no instance")
+
+
+@pytest.mark.parametrize("pack_id", sorted(PACK_FILES))
+def test_every_quote_lies_within_the_section_it_names(
+    packs: dict[str, RulePack], pack_id: str
+) -> None:
+    file = PACK_FILES[pack_id]
+    sections = _sections(file, (ORDINANCES / file).read_text())
+    for c in _with_steps(packs[pack_id]):
+        assert c.section in sections, f"{c}: no section {c.section!r} in {file}"
+        for part in c.quote.split(" ... "):
+            assert _norm(part) in sections[c.section], f"{c}: {part!r} is not in {c.section}"
+
+
+def test_a_quote_cited_to_the_wrong_section_is_caught() -> None:
+    # The whole-file check above passes this; the section check must not.
+    file = PACK_FILES["edgar"]
+    text = (ORDINANCES / file).read_text()
+    icy = "Discharge water shall not create any icy condition on any pedestrian walkways"
+    assert _norm(icy) in _norm(text)
+    assert _norm(icy) not in _sections(file, text)["(c)(2)b"]
+    assert _norm(icy) in _sections(file, text)["(c)(2)c"]

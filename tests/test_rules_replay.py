@@ -97,3 +97,16 @@ def test_audit_command_exits_0_for_a_compliant_site() -> None:
     sites = REPO_DIR / "deploy" / "sites.example.toml"
     out = CliRunner().invoke(_cli(), ["audit", "--sites", str(sites), "--site", "elm-12"])
     assert out.exit_code == 0, out.output
+
+
+def test_the_audit_table_names_each_ordinance_and_section_and_json_keeps_the_file() -> None:
+    # Issue 20.3: people read "Village of Edgar Sump Pump Ordinance §(c)(2)b"; the file
+    # name of the ordinance text is for machines (--json) only.
+    sites = REPO_DIR / "deploy" / "sites.example.toml"
+    wide = {"COLUMNS": "400"}  # one table row per line, so a citation is not folded
+    table = CliRunner().invoke(_cli(), ["audit", "--sites", str(sites)], env=wide)
+    assert "Village of Edgar Sump Pump Ordinance §" in table.stdout
+    assert ".txt" not in table.stdout
+    lines = CliRunner().invoke(_cli(), ["audit", "--sites", str(sites), "--json"]).stdout
+    files = {c["file"] for x in lines.splitlines() for c in json.loads(x)["citations"]}
+    assert "000_86c7187f3bed6ca5.txt" in files

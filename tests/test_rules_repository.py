@@ -1,10 +1,9 @@
-"""FindingRepository on a real SQLite file, and restore after a restart."""
+"""FindingRepository on real SQLite and PostgreSQL databases, and restore after a restart."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from gateway.domain import (
     Audience,
@@ -15,8 +14,9 @@ from gateway.domain import (
     Severity,
 )
 from gateway.rules.sequences import Faults, MiniSump, engine_for, feed, make_site
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import Database
 from gateway.state.findings import FindingRepository
+from tests.pg_fixture import StateDbFactory
 
 T0 = datetime(2026, 12, 1, 6, tzinfo=UTC)
 
@@ -32,16 +32,14 @@ def _finding(fid: str, site: str, rule: str, opened: datetime) -> Finding:
     )  # fmt: skip
 
 
-async def _repo(tmp_path: Path) -> FindingRepository:
-    db = SqliteDatabase(tmp_path / "f.db")
-    await db.open()
-    repo = FindingRepository(db)
+async def _repo(state_db: Database) -> FindingRepository:
+    repo = FindingRepository(state_db)
     await repo.open()
     return repo
 
 
-async def test_stored_finding_reads_back_equal(tmp_path: Path) -> None:
-    repo = await _repo(tmp_path)
+async def test_stored_finding_reads_back_equal(state_db: Database) -> None:
+    repo = await _repo(state_db)
     f = _finding("a1", "elm-12", "sanitary_discharge", T0)
     await repo.apply([FindingEvent(FindingChange.OPENED, f)])
     assert await repo.get("a1") == f
@@ -49,8 +47,8 @@ async def test_stored_finding_reads_back_equal(tmp_path: Path) -> None:
     await repo.db.close()
 
 
-async def test_events_update_one_row_and_are_logged(tmp_path: Path) -> None:
-    repo = await _repo(tmp_path)
+async def test_events_update_one_row_and_are_logged(state_db: Database) -> None:
+    repo = await _repo(state_db)
     f = _finding("a1", "elm-12", "icing_risk", T0)
     later = replace(f, updated_at=T0 + timedelta(hours=1), level="warning")
     done = replace(later, cleared_at=T0 + timedelta(hours=2))
@@ -62,8 +60,8 @@ async def test_events_update_one_row_and_are_logged(tmp_path: Path) -> None:
     await repo.db.close()
 
 
-async def test_filters_by_site_rule_open_and_time(tmp_path: Path) -> None:
-    repo = await _repo(tmp_path)
+async def test_filters_by_site_rule_open_and_time(state_db: Database) -> None:
+    repo = await _repo(state_db)
     a = _finding("a", "elm-12", "sanitary_discharge", T0)
     b = replace(_finding("b", "elm-14", "high_water", T0 + timedelta(days=1)),
                 cleared_at=T0 + timedelta(days=1, hours=2))  # fmt: skip
@@ -82,15 +80,21 @@ async def test_filters_by_site_rule_open_and_time(tmp_path: Path) -> None:
     await repo.db.close()
 
 
-async def test_gateway_restart_continues_open_findings_from_the_store(tmp_path: Path) -> None:
+async def test_gateway_restart_continues_open_findings_from_the_store(
+    state_db_factory: StateDbFactory,
+) -> None:
     site = make_site()
     readings = MiniSump(site, T0, faults=Faults(pump_dead=True)).run(2 * 3600)
-    repo = await _repo(tmp_path)
+    db = state_db_factory()
+    await db.open()
+    repo = await _repo(db)
     first = engine_for(site)
     await repo.apply(feed(first, readings[: len(readings) // 2]))
     await repo.db.close()
 
-    repo = await _repo(tmp_path)  # the restarted gateway
+    db = state_db_factory()
+    await db.open()
+    repo = await _repo(db)  # the restarted gateway
     second = engine_for(site)
     second.restore(await repo.open_findings())
     events = feed(second, readings[len(readings) // 2 :])

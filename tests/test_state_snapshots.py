@@ -4,7 +4,6 @@ change, canonical JSON with its SHA-256, never overwritten."""
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,7 +26,7 @@ from gateway.registry import load_registry
 from gateway.rules.pack import load_packs
 from gateway.runtime import snapshot_context
 from gateway.settings import REPO_DIR
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import Connection, Database, SqliteDatabase
 from gateway.state.deadletters import StateRepository
 from gateway.state.findings import FindingRepository
 from gateway.state.snapshots import SnapshotContext, canonical_json, snapshot_content
@@ -61,10 +60,9 @@ def _context() -> SnapshotContext:
 
 
 @pytest.fixture
-async def repo(tmp_path: Path) -> FindingRepository:
-    db = SqliteDatabase(tmp_path / "s.db")
-    await db.open()
-    return FindingRepository(db)
+async def repo(state_db: Database) -> FindingRepository:
+    """Findings on SQLite and on PostgreSQL (each test runs on both)."""
+    return FindingRepository(state_db)
 
 
 async def test_opening_freezes_the_finding_with_its_context(repo: FindingRepository) -> None:
@@ -115,7 +113,7 @@ async def test_an_update_at_the_same_level_freezes_nothing(repo: FindingReposito
 async def test_stored_snapshots_cannot_be_rewritten(repo: FindingRepository) -> None:
     await repo.apply([FindingEvent(FindingChange.OPENED, _finding())])
 
-    def tamper(conn: sqlite3.Connection) -> None:
+    def tamper(conn: Connection) -> None:
         conn.execute("UPDATE finding_snapshots SET content = '{}'")
 
     with pytest.raises(StoreError, match="frozen"):

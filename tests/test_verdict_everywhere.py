@@ -195,3 +195,6 @@ def test_the_strongest_first_step_wins_when_several_violations_are_confirmed(
         confirmations=records,
     )
     assert v.next_step is not None and v.next_step.step == "order"
+    # The staff sentence cites the first step's section by the ordinance's title.
+    sentence = v.sentence("staff")
+    assert "[Village of Edgar Sump Pump Ordinance §" in sentence and ".txt" not in sentence

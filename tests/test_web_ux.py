@@ -126,6 +126,23 @@ async def test_dashboard_and_console_have_no_serious_accessibility_violations(
     assert await _serious_violations(page) == []
 
 
+async def test_the_homeowners_dashboard_with_an_open_alert_has_no_serious_accessibility_violations(
+    live_app: LiveApp, axe_context: Any
+) -> None:
+    # What a homeowner sees on a bad day: the high-water alert with its note field and
+    # buttons, the escalated status, the rim mark, time-to-rim, the evidence opened.
+    site = live_app.runtime.registry.require("elm-16")
+    levels = [site.pit.alarm_cm - 8 + i * (2 / 6) for i in range(31)]
+    await publish_messages(live_app, _pit_messages("elm-16", levels, 10.0))
+    page = await axe_context.new_page()
+    await browser_login(page, live_app, "elm16")
+    alert = page.locator(".alert[data-rule='high_water']")
+    await expect(alert).to_be_visible(timeout=TIMEOUT_MS)
+    await page.wait_for_selector("body[data-charts-ready='24h']", timeout=TIMEOUT_MS)
+    await alert.locator("details.evidence summary").click()
+    assert await _serious_violations(page) == []
+
+
 async def test_charts_have_an_accessible_name_and_a_table_and_the_page_a_skip_link(
     live_app: LiveApp, browser_context: Any
 ) -> None:

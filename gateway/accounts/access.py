@@ -174,18 +174,9 @@ def _route_is_scope_aware(request: Request) -> bool:
     return _AWARE[key]
 
 
-async def access_control(request: Request) -> None:
-    """The app-wide dependency: authenticate, check CSRF and scope (module docstring)."""
-    path = request.url.path
-    if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
-        return
-    principal = await authenticate(request)
-    if principal is None:
-        raise LoginRequired()
-    request.state.principal = principal
-    await _check_csrf(request, principal)
-    if principal.is_admin or path in ANY_ROLE_PATHS:
-        return
+async def _check_path_params(request: Request, principal: Principal) -> bool:
+    """Check every site or jurisdiction the path names (out of scope: 404); return
+    whether the path names one."""
     named_site = False
     for name, value in request.path_params.items():
         if name == "jurisdiction":
@@ -203,6 +194,22 @@ async def access_control(request: Request) -> None:
         if site is None or not principal.can_see(site):
             raise _not_found(name.removesuffix("_id"), str(value))
         named_site = True
+    return named_site
+
+
+async def access_control(request: Request) -> None:
+    """The app-wide dependency: authenticate, check CSRF and scope (module docstring)."""
+    path = request.url.path
+    if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
+        return
+    principal = await authenticate(request)
+    if principal is None:
+        raise LoginRequired()
+    request.state.principal = principal
+    await _check_csrf(request, principal)
+    if principal.is_admin or path in ANY_ROLE_PATHS:
+        return
+    named_site = await _check_path_params(request, principal)
     # Sites named in the query are checked (out of scope: 404) but never open a
     # route: what a route returns is decided by its path and its code, not by a
     # parameter it may ignore (``/deliveries?site=<own>`` once listed every site's).

@@ -23,7 +23,7 @@ from gateway.accounts.secret import resolve_secret_key
 from gateway.errors import SumpWatchError
 from gateway.registry import load_registry
 from gateway.settings import Settings, load_settings
-from gateway.state.database import SqliteDatabase
+from gateway.state.factory import state_database
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ def _run(config: Path | None, action: Callable[[AccountStore, Settings], Awaitab
     settings = load_settings(config)
 
     async def go() -> T:
-        db = SqliteDatabase(settings.sqlite_file)
+        db = state_database(settings.sqlite_file, settings.state_url)
         await db.open()
         try:
             store = AccountStore(db, resolve_secret_key(settings))

@@ -1,4 +1,4 @@
-"""Users, sessions and API tokens in the gateway's SQLite database.
+"""Users, sessions and API tokens in the state database (SQLite or PostgreSQL).
 
 * Passwords are hashed with Argon2id (argon2-cffi's current defaults) and
   re-hashed on login when those defaults change.
@@ -14,7 +14,6 @@ import hashlib
 import hmac
 import json
 import secrets
-import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from gateway.accounts.models import ApiToken, Role, User
 from gateway.errors import ConfigError, NotFound
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import INTEGRITY_ERRORS, Connection, Database, Row
 
 #: API tokens start with this, so a leaked one is easy to recognise (and redact in logs).
 TOKEN_PREFIX = "swt_"
@@ -44,7 +43,7 @@ def _epoch(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
-def _user(row: sqlite3.Row) -> User:
+def _user(row: Row) -> User:
     return User(
         id=row["id"],
         username=row["username"],
@@ -57,7 +56,7 @@ def _user(row: sqlite3.Row) -> User:
     )
 
 
-def _token(row: sqlite3.Row) -> ApiToken:
+def _token(row: Row) -> ApiToken:
     return ApiToken(
         id=row["id"],
         user_id=row["user_id"],
@@ -91,7 +90,7 @@ class AccountStore:
 
     def __init__(
         self,
-        db: SqliteDatabase,
+        db: Database,
         secret_key: str,
         *,
         session_ttl_s: float = SESSION_TTL_S,
@@ -147,11 +146,11 @@ class AccountStore:
         check_scope(role, sites, juris)
         password_hash = await self.hash_password(password)
 
-        def run(conn: sqlite3.Connection) -> User:
+        def run(conn: Connection) -> User:
             try:
-                cur = conn.execute(
+                row = conn.execute(
                     "INSERT INTO users (username, display_name, role, password_hash, site_ids,"
-                    " jurisdictions, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    " jurisdictions, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *",
                     (
                         username,
                         display_name,
@@ -161,10 +160,9 @@ class AccountStore:
                         json.dumps(juris),
                         time.time(),
                     ),
-                )
-            except sqlite3.IntegrityError as exc:
+                ).fetchone()
+            except INTEGRITY_ERRORS as exc:
                 raise ConfigError(f"user {username!r} already exists") from exc
-            row = conn.execute("SELECT * FROM users WHERE id = ?", (cur.lastrowid,)).fetchone()
             return _user(row)
 
         return await self.db.write(run)
@@ -172,7 +170,7 @@ class AccountStore:
     async def get_user(self, username: str) -> User | None:
         """A user by name (case-insensitive), or None."""
 
-        def run(conn: sqlite3.Connection) -> User | None:
+        def run(conn: Connection) -> User | None:
             row = conn.execute("SELECT * FROM users WHERE username = ?", (username,)).fetchone()
             return None if row is None else _user(row)
 
@@ -181,7 +179,7 @@ class AccountStore:
     async def users(self) -> list[User]:
         """Every account, by name."""
 
-        def run(conn: sqlite3.Connection) -> list[User]:
+        def run(conn: Connection) -> list[User]:
             return [_user(r) for r in conn.execute("SELECT * FROM users ORDER BY username")]
 
         return await self.db.read(run)
@@ -190,7 +188,7 @@ class AccountStore:
         """Replace a password and end the user's sessions."""
         password_hash = await self.hash_password(password)
 
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             cur = conn.execute(
                 "UPDATE users SET password_hash = ? WHERE username = ?", (password_hash, username)
             )
@@ -206,7 +204,7 @@ class AccountStore:
     async def authenticate(self, username: str, password: str) -> User | None:
         """The user if the password is right and the account enabled, else None."""
 
-        def load(conn: sqlite3.Connection) -> tuple[User, str] | None:
+        def load(conn: Connection) -> tuple[User, str] | None:
             row = conn.execute("SELECT * FROM users WHERE username = ?", (username,)).fetchone()
             return None if row is None else (_user(row), row["password_hash"])
 
@@ -235,7 +233,7 @@ class AccountStore:
         now = time.time()
         expires = now + self.session_ttl_s
 
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             conn.execute("DELETE FROM sessions WHERE expires_at < ?", (now,))
             conn.execute(
                 "INSERT INTO sessions (id_hash, user_id, csrf_token, created_at, expires_at)"
@@ -251,7 +249,7 @@ class AccountStore:
         digest = self._digest(secret)
         now = time.time()
 
-        def run(conn: sqlite3.Connection) -> tuple[SessionInfo, bool] | None:
+        def run(conn: Connection) -> tuple[SessionInfo, bool] | None:
             row = conn.execute(
                 "SELECT s.csrf_token, s.expires_at, u.* FROM sessions s"
                 " JOIN users u ON u.id = s.user_id WHERE s.id_hash = ?",
@@ -290,13 +288,12 @@ class AccountStore:
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
         prefix = secret[: len(TOKEN_PREFIX) + 6]
 
-        def run(conn: sqlite3.Connection) -> ApiToken:
-            cur = conn.execute(
+        def run(conn: Connection) -> ApiToken:
+            row = conn.execute(
                 "INSERT INTO api_tokens (user_id, name, prefix, token_hash, created_at)"
-                " VALUES (?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?) RETURNING *",
                 (user.id, name, prefix, self._digest(secret), time.time()),
-            )
-            row = conn.execute("SELECT * FROM api_tokens WHERE id = ?", (cur.lastrowid,)).fetchone()
+            ).fetchone()
             return _token(row)
 
         return secret, await self.db.write(run)
@@ -305,7 +302,7 @@ class AccountStore:
         """The user of a live API token (and note its use), or None."""
         digest = self._digest(secret)
 
-        def run(conn: sqlite3.Connection) -> User | None:
+        def run(conn: Connection) -> User | None:
             row = conn.execute(
                 "SELECT u.*, t.id AS token_id FROM api_tokens t JOIN users u ON u.id = t.user_id"
                 " WHERE t.token_hash = ? AND t.revoked = 0",
@@ -324,7 +321,7 @@ class AccountStore:
     async def tokens(self, user: User) -> list[ApiToken]:
         """A user's tokens, newest first."""
 
-        def run(conn: sqlite3.Connection) -> list[ApiToken]:
+        def run(conn: Connection) -> list[ApiToken]:
             rows = conn.execute(
                 "SELECT * FROM api_tokens WHERE user_id = ? ORDER BY id DESC", (user.id,)
             )
@@ -335,7 +332,7 @@ class AccountStore:
     async def revoke_token(self, user: User, token_id: int) -> None:
         """Revoke one of the user's tokens (NotFound if it is not theirs)."""
 
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             cur = conn.execute(
                 "UPDATE api_tokens SET revoked = 1 WHERE id = ? AND user_id = ?",
                 (token_id, user.id),

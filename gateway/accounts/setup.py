@@ -52,7 +52,7 @@ def install_accounts(app: FastAPI, img_sources: tuple[str, ...] = ()) -> None:
 
 
 async def open_accounts(app: FastAPI, services: Services, settings: Settings) -> AccountStore:
-    """Open the account tables (services.db), seed users, and stop secrets reaching logs.
+    """Open the account tables (the state database), seed users, and stop secrets reaching logs.
 
     With authentication on, a placeholder secret key (and no ``<data_dir>/secret_key``)
     is a ConfigError: the app does not start.
@@ -63,7 +63,7 @@ async def open_accounts(app: FastAPI, services: Services, settings: Settings) ->
         if settings.auth_enabled
         else settings.secret_key.get_secret_value()
     )
-    store = AccountStore(services.db, key)
+    store = AccountStore(services.state_database, key)
     await store.open()
     app.state.accounts = store
     users_file = settings.users_file

@@ -87,6 +87,9 @@ class InspectionIn(BaseModel):
     outcome: Outcome | None = None
     inspector: str = Field("", max_length=200)
     items: list[ChecklistIn] = Field(default_factory=list, max_length=100)
+    #: Installation facts found (field of the registry's Installation -> value); a
+    #: result's facts become the site's installation record from that day (16.3).
+    facts: dict[str, str | float | bool | None] = Field(default_factory=dict, max_length=40)
 
 
 class WaiverIn(BaseModel):
@@ -130,6 +133,7 @@ class StepIn(BaseModel):
                 outcome=i.outcome,
                 inspector=i.inspector,
                 items=tuple(ChecklistResult(**c.model_dump()) for c in i.items),
+                facts=tuple(sorted(i.facts.items())),
             )
         if self.waiver is not None:
             out["waiver"] = WaiverTerms(**self.waiver.model_dump())
@@ -188,6 +192,7 @@ class StepOut(BaseModel):
                 outcome=i.outcome,
                 inspector=i.inspector,
                 items=[ChecklistIn(**_fields(c)) for c in i.items],
+                facts=dict(i.facts),
             ),
             waiver=None if s.waiver is None else WaiverIn(**_fields(s.waiver)),
             confirms=s.confirms,

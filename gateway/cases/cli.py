@@ -23,7 +23,7 @@ from gateway.errors import SumpWatchError
 from gateway.registry.models import load_registry
 from gateway.rules.pack import load_packs
 from gateway.settings import Settings, load_settings
-from gateway.state.database import SqliteDatabase
+from gateway.state.factory import state_database
 from gateway.state.findings import FindingRepository
 
 case_app = typer.Typer(help="Enforcement cases (docs/enforcement.md).", no_args_is_help=True)
@@ -35,8 +35,8 @@ DataOpt = Annotated[Path | None, typer.Option(help="Folder of the SQLite store")
 
 @contextlib.asynccontextmanager
 async def open_service(settings: Settings) -> AsyncIterator[CaseService]:
-    """The case service over the gateway's SQLite file, for the duration of the block."""
-    db = SqliteDatabase(settings.sqlite_file)
+    """The case service over the gateway's state database, for the duration of the block."""
+    db = state_database(settings.sqlite_file, settings.state_url)
     await db.open()
     try:
         findings = FindingRepository(db)

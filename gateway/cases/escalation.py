@@ -4,8 +4,9 @@ Every binding deadline that is due today or overdue becomes a finding for public
 works only (rule id ``case_deadline.<deadline id>``, citing the deadline's section),
 fed to the alert manager like any detector finding; when the deadline is met,
 suspended or the case closes, the finding clears and the alert resolves itself.
-The alert manager needs no change: these rules have no grace period in any pack,
-so they reach public works at once.
+These rules have no grace period in any pack, so they reach public works at once;
+the detector alert of a rule with an order step (:func:`has_order_step`) no longer
+escalates by its own age, so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from gateway.cases.deadlines import local_day
 from gateway.cases.models import DeadlineStatus
 from gateway.cases.service import CaseService, CaseView
 from gateway.domain import Audience, Finding, FindingChange, FindingEvent, Severity
+from gateway.rules.pack import RulePack
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +30,16 @@ RULE_PREFIX = "case_deadline."
 INTERVAL_S = 600.0
 
 Sink = Callable[[list[FindingEvent]], Awaitable[None]]
+
+
+def has_order_step(pack: RulePack, rule_id: str) -> bool:
+    """True when a confirmed violation of the rule leads to an order the pack provides
+    (Edgar sanitary discharge, (f)(1)): public works then hears of it through the case
+    deadlines this module watches, not through the detector alert's age (16.2)."""
+    spec = pack.rules.get(rule_id)
+    if spec is None or not spec.enforced or spec.on_confirmed is None:
+        return False
+    return spec.on_confirmed.step == "order" and pack.enforcement.offers("order")
 
 
 def deadline_findings(views: Sequence[CaseView], now: datetime) -> dict[str, Finding]:

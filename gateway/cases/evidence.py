@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,8 +37,10 @@ from gateway.cases.deadlines import compute_deadlines
 from gateway.cases.models import Case, Method, Step, StepKind
 from gateway.cases.repository import step_body
 from gateway.cases.service import CaseService, CaseView, due_on_label
-from gateway.domain import Citation
+from gateway.domain import Citation, Finding
 from gateway.reports.render_pdf import BODY, CELL, CITE, H2, HEAD, MARGIN, SMALL, SUB, TITLE
+from gateway.reports.sources import snapshot_as_of
+from gateway.state.snapshots import FindingSnapshot
 
 PAGE_W, PAGE_H = LETTER
 #: Rows of a finding's per-cycle table shown in the PDF (the JSON holds all of them).
@@ -63,6 +65,44 @@ def _iso(value: datetime) -> str:
     return value.isoformat()
 
 
+def _frozen_finding(
+    f: Finding,
+    snapshots: Sequence[FindingSnapshot],
+    history: Sequence[Mapping[str, Any]],
+    as_of: datetime,
+) -> dict[str, Any]:
+    """A gathered finding as frozen at ``as_of`` (issue 16.6, 15.5): the snapshot taken
+    at or before it (evidence, readings window, sensor health, pack version, with its
+    SHA-256) and the level history up to it, never the evidence overwritten since,
+    so the packet of an open finding does not drift."""
+    snap = snapshot_as_of(snapshots, as_of)
+    frozen: Mapping[str, Any] = snap.data.get("finding", {}) if snap is not None else {}
+    cleared = f.cleared_at if f.cleared_at is not None and f.cleared_at <= as_of else None
+    return {
+        "id": f.id,
+        "title": frozen.get("title", f.title),
+        "level": snap.level if snap is not None else "",
+        "severity": snap.severity if snap is not None else "",
+        "opened_at": _iso(f.opened_at),
+        "cleared_at": None if cleared is None else _iso(cleared),
+        "evidence": dict(frozen.get("evidence", {})),
+        "snapshot": None
+        if snap is None
+        else {
+            "seq": snap.seq,
+            "at": _iso(snap.at),
+            "change": snap.change,
+            "sha256": snap.sha256,
+            "intact": snap.intact,
+            "pack": snap.data.get("pack", ""),
+            "readings_window": snap.data.get("readings_window", {}),
+            "sensor_health": snap.data.get("sensor_health", []),
+            "note": snap.data.get("note", ""),
+        },
+        "history": [h for h in history if h["at"] <= as_of],
+    }
+
+
 async def bundle(service: CaseService, case_id: str) -> Bundle:
     """Collect the stored evidence of a case into canonical JSON."""
     case = await service.repo.get(case_id)
@@ -82,18 +122,9 @@ async def bundle(service: CaseService, case_id: str) -> Bundle:
             f = await service.findings.get(step.finding_id)
             if f is None:
                 continue
-            findings.append(
-                {
-                    "id": f.id,
-                    "title": f.title,
-                    "level": f.level,
-                    "severity": f.severity.value,
-                    "opened_at": _iso(f.opened_at),
-                    "cleared_at": None if f.cleared_at is None else _iso(f.cleared_at),
-                    "evidence": f.evidence,
-                    "history": await service.findings.history(f.id),
-                }
-            )
+            snapshots = await service.findings.snapshots(f.id)
+            history = await service.findings.history(f.id)
+            findings.append(_frozen_finding(f, snapshots, history, as_of))
     data: dict[str, Any] = {
         "format": "sumpwatch-evidence/1",
         "as_of": _iso(as_of),
@@ -246,6 +277,23 @@ def _finding_flowables(f: dict[str, Any], width: float) -> list[Flowable]:
     out: list[Flowable] = [
         _p(f"{f['title']} ({f['level'] or f['severity']}), opened {f['opened_at']}", BODY)
     ]
+    snap = f.get("snapshot")
+    if snap is None:
+        out.append(_p("No frozen snapshot was taken at or before this packet's date.", SMALL))
+    else:
+        health = ", ".join(
+            f"{h.get('node_id')} {'online' if h.get('online') else 'offline'}"
+            for h in snap["sensor_health"]
+        )
+        readings = len(snap["readings_window"].get("readings", []))
+        out.append(
+            _p(
+                f"Frozen snapshot {snap['seq']} ({snap['change']}, {snap['at']}), "
+                f"sha256 {snap['sha256']}; pack {snap['pack'] or '-'}; {readings} readings "
+                f"in its window; sensor health: {health or 'not recorded'}",
+                SMALL,
+            )
+        )
     scalars = [(k, v) for k, v in sorted(f["evidence"].items()) if not isinstance(v, list | dict)]
     if scalars:
         out.append(_table([("Evidence", "Value"), *scalars], [width * 0.35, width * 0.65]))
@@ -319,7 +367,7 @@ def packet_pdf(b: Bundle) -> bytes:
         story.append(
             _p("No deadline has started (the pack sets none, or no notice or order is out).", BODY)
         )
-    story.append(_p("Findings (as stored, with their level history)", H2))
+    story.append(_p("Findings (frozen snapshots as of the last step, level history)", H2))
     if not d["findings"]:
         story.append(_p("No detector finding is attached to this case.", BODY))
     for f in d["findings"]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 from enum import StrEnum
+from typing import Any
 
 from gateway.domain import Citation
 
@@ -146,6 +147,10 @@ class Inspection:
     outcome: Outcome | None = None
     inspector: str = ""
     items: tuple[ChecklistResult, ...] = ()
+    #: Installation facts the inspector recorded (``Installation`` field -> value), e.g.
+    #: ``(("destination", "storm_lateral"),)``: they become the site's installation
+    #: record from the inspection's local day (issue 16.3).
+    facts: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Cases, steps, documents and ledger lines in SQLite (tables: migration 0004_cases.sql).
+"""Cases, steps, documents and ledger lines in the state database (tables: migration 4).
 
 Also the :class:`~gateway.domain.ConfirmationSource` the verdicts read: observations,
 inspection results and proofs of correction, kept in memory (loaded at open and
@@ -9,11 +9,12 @@ report assembly.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
+from gateway.cases.amend import InspectedFacts, amend_site
 from gateway.cases.models import (
     Case,
     Charge,
@@ -34,8 +35,8 @@ from gateway.cases.models import (
 )
 from gateway.domain import Confirmation, ConfirmationKind
 from gateway.errors import NotFound
-from gateway.registry.models import Waiver
-from gateway.state.database import SqliteDatabase
+from gateway.registry.models import SiteConfig, Waiver
+from gateway.state.database import Connection, Database, Row
 
 _FMT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -79,6 +80,8 @@ def step_body(step: Step) -> dict[str, Any]:
             "inspector": i.inspector,
             "items": [[c.requirement_id, c.passed, c.note] for c in i.items],
         }
+        if i.facts:  # only when recorded, so older steps keep their stored form
+            body["inspection"]["facts"] = dict(i.facts)
     if step.waiver is not None:
         w = step.waiver
         body["waiver"] = {
@@ -102,7 +105,7 @@ def step_body(step: Step) -> dict[str, Any]:
     return body
 
 
-def _step(row: sqlite3.Row) -> Step:
+def _step(row: Row) -> Step:
     body = json.loads(row["body"])
     service = inspection = waiver = None
     if "service" in body:
@@ -115,6 +118,7 @@ def _step(row: sqlite3.Row) -> Step:
             outcome=None if i["outcome"] is None else Outcome(i["outcome"]),
             inspector=i["inspector"],
             items=tuple(ChecklistResult(*item) for item in i["items"]),
+            facts=tuple(sorted(i.get("facts", {}).items())),
         )
     if "waiver" in body:
         w = body["waiver"]
@@ -146,7 +150,7 @@ def _step(row: sqlite3.Row) -> Step:
     )
 
 
-def _entry(row: sqlite3.Row) -> LedgerEntry:
+def _entry(row: Row) -> LedgerEntry:
     return LedgerEntry(
         seq=row["seq"],
         key=row["key"],
@@ -210,13 +214,33 @@ def waiver_of(step: Step, case: Case) -> Waiver | None:
     return Waiver(rule=case.rule_id, start=w.start or step.at, end=w.end, reference=reference)
 
 
+def inspected_facts(step: Step, tz: ZoneInfo) -> InspectedFacts | None:
+    """The installation facts a passed or failed inspection recorded, from its local day.
+
+    A refusal or no-show inspected nothing (Edgar (f)(4)a.2), so it records no facts.
+    """
+    i = step.inspection
+    if step.kind is not StepKind.INSPECTION_RESULT or i is None or not i.facts:
+        return None
+    if i.outcome not in (Outcome.PASS, Outcome.FAIL):
+        return None
+    return InspectedFacts(day=step.at.astimezone(tz).date(), facts=i.facts)
+
+
 class CaseRepository:
     """Stores cases append-only and answers the queries of the service and the API."""
 
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
         self._confirmations: dict[str, list[Confirmation]] = {}
         self._waivers: dict[str, list[Waiver]] = {}
+        #: Inspection results with facts, per site (dated in the site's time zone when
+        #: the site is read: the repository does not know the registry).
+        self._inspections: dict[str, list[Step]] = {}
+        #: The latest order of each case that has one, with its site and rule, and the
+        #: closed cases (the alert manager's clock reads them: 15.7, 16.2).
+        self._orders: dict[str, tuple[str, str, datetime]] = {}
+        self._closed: set[str] = set()
 
     async def open(self) -> None:
         """Load the confirmations and waivers (the tables are migration 4)."""
@@ -233,6 +257,34 @@ class CaseRepository:
         granted = waiver_of(step, case)
         if granted is not None:
             self._waivers.setdefault(case.site_id, []).append(granted)
+        if step.kind is StepKind.ORDER:
+            known = self._orders.get(case.id)
+            if known is None or step.at > known[2]:
+                self._orders[case.id] = (case.site_id, case.rule_id, step.at)
+        if step.kind is StepKind.CLOSED:
+            self._closed.add(case.id)
+        if step.kind is StepKind.INSPECTION_RESULT and step.inspection and step.inspection.facts:
+            self._inspections.setdefault(case.site_id, []).append(step)
+
+    def order_date(self, site_id: str, rule_id: str) -> datetime | None:
+        """When the open case of this violation was last ordered (Edgar (f)(1): its 30
+        days run from the order), or None without an open, ordered case."""
+        dates = [
+            at
+            for case_id, (site, rule, at) in self._orders.items()
+            if site == site_id and rule == rule_id and case_id not in self._closed
+        ]
+        return max(dates, default=None)
+
+    def amend(self, site: SiteConfig) -> SiteConfig:
+        """``SiteAmendments``: the site with its case-granted waivers and inspected
+        installation facts merged in (the registry reads every site through this)."""
+        waivers = self._waivers.get(site.id, [])
+        steps = self._inspections.get(site.id, [])
+        if not waivers and not steps:
+            return site
+        inspected = [f for step in steps if (f := inspected_facts(step, site.tz)) is not None]
+        return amend_site(site, waivers, inspected)
 
     def waivers(self, site_id: str) -> list[Waiver]:
         """Waivers granted through cases, in the registry's shape (merge with
@@ -250,7 +302,7 @@ class CaseRepository:
     async def create(self, case: Case) -> None:
         """Insert a new case and its first steps."""
 
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             conn.execute(
                 "INSERT INTO cases (id, site_id, jurisdiction, rule_id, origin, title, opened_at)"
                 " VALUES (?,?,?,?,?,?,?)",
@@ -306,7 +358,7 @@ class CaseRepository:
         return await self._select(where, tuple(args))
 
     async def _select(self, where: str, args: tuple[Any, ...]) -> list[Case]:
-        def run(conn: sqlite3.Connection) -> list[Case]:
+        def run(conn: Connection) -> list[Case]:
             rows = conn.execute(f"SELECT * FROM cases c {where} ORDER BY opened_at, id", args)
             cases = []
             for row in rows.fetchall():
@@ -332,7 +384,7 @@ class CaseRepository:
     async def has_finding(self, finding_id: str) -> bool:
         """True if some case already holds this finding as an episode."""
 
-        def run(conn: sqlite3.Connection) -> bool:
+        def run(conn: Connection) -> bool:
             row = conn.execute(
                 "SELECT 1 FROM case_steps WHERE finding_id = ? LIMIT 1", (finding_id,)
             ).fetchone()
@@ -363,8 +415,8 @@ class CaseRepository:
     async def document(self, case_id: str, doc_id: str) -> tuple[Document, bytes]:
         """A stored file of a case; NotFound otherwise."""
 
-        def run(conn: sqlite3.Connection) -> sqlite3.Row | None:
-            row: sqlite3.Row | None = conn.execute(
+        def run(conn: Connection) -> Row | None:
+            row: Row | None = conn.execute(
                 "SELECT * FROM case_documents WHERE id = ? AND case_id = ?", (doc_id, case_id)
             ).fetchone()
             return row
@@ -380,7 +432,7 @@ class CaseRepository:
     async def ledger(self, site_ids: frozenset[str] | None = None) -> list[LedgerEntry]:
         """Posted lines in posting order (of some sites, or all)."""
 
-        def run(conn: sqlite3.Connection) -> list[LedgerEntry]:
+        def run(conn: Connection) -> list[LedgerEntry]:
             if site_ids is None:
                 rows = conn.execute("SELECT * FROM case_ledger ORDER BY seq")
             else:
@@ -398,7 +450,7 @@ class CaseRepository:
     async def post(self, lines: list[tuple[Charge, int | None]], at: datetime) -> int:
         """Append ledger lines (charges and reversals); returns how many."""
 
-        def run(conn: sqlite3.Connection) -> int:
+        def run(conn: Connection) -> int:
             for charge, corrects in lines:
                 conn.execute(
                     "INSERT INTO case_ledger (key, site_id, case_id, kind, period, amount_cents,"
@@ -426,7 +478,7 @@ class CaseRepository:
         return await self.db.write(run)
 
 
-def _insert_step(conn: sqlite3.Connection, step: Step) -> None:
+def _insert_step(conn: Connection, step: Step) -> None:
     conn.execute(
         "INSERT INTO case_steps (id, case_id, kind, at, recorded_at, actor, actor_role, note,"
         " finding_id, body) VALUES (?,?,?,?,?,?,?,?,?,?)",

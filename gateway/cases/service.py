@@ -24,6 +24,7 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from gateway.cases import ledger as ledger_mod
+from gateway.cases.amend import installation_with
 from gateway.cases.deadlines import (
     appointment,
     bucket,
@@ -49,6 +50,7 @@ from gateway.domain import Confirmation, FindingChange, FindingEvent
 from gateway.errors import NotFound
 from gateway.registry import SiteConfig, SiteRegistry
 from gateway.rules.pack import RulePack
+from gateway.rules.verdict import LedgerLine
 from gateway.state.findings import FindingRepository
 
 log = logging.getLogger(__name__)
@@ -246,45 +248,37 @@ class CaseService:
         return replace(base, **fields)  # type: ignore[arg-type]
 
     def _validate(self, case: Case, step: Step) -> None:
+        """Refuse a step the pack does not allow or that lacks what its kind needs."""
         pack = self.pack_of(self._site(case.site_id))
         kind = step.kind
         if kind in (StepKind.NOTICE, StepKind.ORDER):
-            spec = pack.enforcement.steps[PACK_STEP[kind]]
-            if step.service is None:
-                raise CaseError(f"{kind.value}: record on whom and how it was served")
-            if spec.served_on and step.service.party.value not in spec.served_on:
-                raise CaseError(f"{kind.value}: the text allows service on {spec.served_on}")
-            if spec.methods and step.service.method.value not in spec.methods:
-                raise CaseError(f"{kind.value}: the text allows service by {spec.methods}")
-        if kind is StepKind.INSPECTION_SCHEDULED and (
+            _check_service(pack, step)
+        elif kind is StepKind.INSPECTION_SCHEDULED and (
             step.inspection is None or step.inspection.scheduled_for is None
         ):
             raise CaseError("inspection_scheduled: give the appointment time")
-        if kind is StepKind.INSPECTION_RESULT:
-            if step.inspection is None or step.inspection.outcome is None:
-                raise CaseError("inspection_result: give the outcome")
-            known = {r.id for r in pack.requirements}
-            unknown = [
-                i.requirement_id for i in step.inspection.items if i.requirement_id not in known
-            ]
-            if unknown:
-                raise CaseError(f"inspection_result: not in the pack's checklist: {unknown}")
-        if kind is StepKind.WAIVER_APPLIED and (step.waiver is None or not step.waiver.grounds):
+        elif kind is StepKind.INSPECTION_RESULT:
+            self._check_inspection_result(case, pack, step)
+        elif kind is StepKind.WAIVER_APPLIED and (step.waiver is None or not step.waiver.grounds):
             raise CaseError("waiver_applied: describe the hardship (Edgar (f)(3)b)")
-        if kind is StepKind.WAIVER_DECIDED:
-            w = step.waiver
-            if w is None or w.decision is None or not w.decider:
-                raise CaseError("waiver_decided: give the decision and who decided")
-            if not case.of_kind(StepKind.WAIVER_APPLIED):
-                raise CaseError("waiver_decided: there is no application to decide")
-            if w.decision is Decision.GRANTED and (
-                w.end is None or (w.start is not None and w.end <= w.start)
-            ):
-                raise CaseError("waiver_decided: a waiver is for a limited time; give its end")
-        if kind is StepKind.CITATION and not step.offense_days:
+        elif kind is StepKind.WAIVER_DECIDED:
+            _check_waiver_decision(case, step)
+        elif kind is StepKind.CITATION and not step.offense_days:
             raise CaseError("citation: give the offense days (each day a separate offense)")
-        if kind is StepKind.OCCUPANCY_REQUESTED and step.due_on is None:
+        elif kind is StepKind.OCCUPANCY_REQUESTED and step.due_on is None:
             raise CaseError("occupancy_requested: give the certificate-of-occupancy date")
+
+    def _check_inspection_result(self, case: Case, pack: RulePack, step: Step) -> None:
+        if step.inspection is None or step.inspection.outcome is None:
+            raise CaseError("inspection_result: give the outcome")
+        known = {r.id for r in pack.requirements}
+        unknown = [i.requirement_id for i in step.inspection.items if i.requirement_id not in known]
+        if unknown:
+            raise CaseError(f"inspection_result: not in the pack's checklist: {unknown}")
+        try:  # the facts become the site's installation record (16.3): check them now
+            installation_with(self._site(case.site_id).installation, dict(step.inspection.facts))
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            raise CaseError(f"inspection_result: installation facts: {exc}") from exc
 
     def _when(self, at: datetime | None) -> datetime:
         now = self.clock()
@@ -370,6 +364,26 @@ class CaseService:
         await self.repo.post(ledger_mod.reconcile(computed, posted), now)
         return await self.repo.ledger(frozenset({site_id}))
 
+    async def ledger_lines(self, site_id: str) -> list[LedgerLine] | None:
+        """``LedgerSource`` for the reports: the site's posted ledger, brought up to
+        date, or None when the site has no case (issue 16.5)."""
+        if not await self.repo.list_cases(frozenset({site_id})):
+            return None
+        return [
+            LedgerLine(
+                line=e.seq,
+                kind=e.kind.value,
+                period=e.period,
+                amount_cents=e.amount_cents,
+                max_cents=e.max_cents,
+                basis=e.basis,
+                citation=e.citation,
+                referral=e.referral,
+                corrects=e.corrects,
+            )
+            for e in await self.post_ledger(site_id)
+        ]
+
     async def ledger(self, site_ids: frozenset[str] | None) -> list[LedgerEntry]:
         """Post every visible site's ledger, then return the lines."""
         targets = site_ids if site_ids is not None else frozenset(s.id for s in self.registry)
@@ -392,3 +406,27 @@ def due_on_label(day: date | None, tz: ZoneInfo) -> str:
         return "-"
     end = datetime.combine(day, datetime.max.time(), tz)
     return f"{day:%a %b} {day.day}, {day.year} (end of day, {end.tzname()})"
+
+
+def _check_service(pack: RulePack, step: Step) -> None:
+    """A notice or order is served on whom and by the means the pack's text allows."""
+    spec = pack.enforcement.steps[PACK_STEP[step.kind]]
+    kind = step.kind.value
+    if step.service is None:
+        raise CaseError(f"{kind}: record on whom and how it was served")
+    if spec.served_on and step.service.party.value not in spec.served_on:
+        raise CaseError(f"{kind}: the text allows service on {spec.served_on}")
+    if spec.methods and step.service.method.value not in spec.methods:
+        raise CaseError(f"{kind}: the text allows service by {spec.methods}")
+
+
+def _check_waiver_decision(case: Case, step: Step) -> None:
+    w = step.waiver
+    if w is None or w.decision is None or not w.decider:
+        raise CaseError("waiver_decided: give the decision and who decided")
+    if not case.of_kind(StepKind.WAIVER_APPLIED):
+        raise CaseError("waiver_decided: there is no application to decide")
+    if w.decision is Decision.GRANTED and (
+        w.end is None or (w.start is not None and w.end <= w.start)
+    ):
+        raise CaseError("waiver_decided: a waiver is for a limited time; give its end")

@@ -7,12 +7,12 @@ for the demo's registry.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import date, datetime, time, timedelta
 from enum import StrEnum
 from itertools import pairwise
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -300,18 +300,46 @@ class _RegistryFile(BaseModel):
     site: list[SiteConfig] = Field(default_factory=list)
 
 
-class SiteRegistry:
-    """The loaded registry: sites by id, read-only."""
+class SiteAmendments(Protocol):
+    """What is recorded about a site after its registry entry was written, merged in at
+    every read: waivers granted and installation facts inspected in enforcement cases
+    (``gateway.cases``). The registry file stays the owner's declaration."""
 
-    def __init__(self, sites: list[SiteConfig]) -> None:
+    def amend(self, site: SiteConfig) -> SiteConfig:
+        """The site with the recorded amendments (the same object when there are none)."""
+        ...
+
+
+class SiteRegistry:
+    """The loaded registry: sites by id, read-only.
+
+    With ``amendments``, every read (``get``, ``require``, iteration,
+    ``in_jurisdiction``) returns the site as amended at that moment, so the audit,
+    verdicts, reports, alerts and detectors all read one merged configuration and no
+    consumer merges on its own (issue 16.3, 16.4).
+    """
+
+    def __init__(self, sites: list[SiteConfig], amendments: SiteAmendments | None = None) -> None:
         ids = [s.id for s in sites]
         dupes = {i for i in ids if ids.count(i) > 1}
         if dupes:
             raise ConfigError(f"site ids repeat: {sorted(dupes)}")
         self._sites = {s.id: s for s in sites}
+        self._amendments = amendments
+
+    def amended(self, amendments: SiteAmendments) -> SiteRegistry:
+        """The same sites, read through ``amendments``."""
+        return SiteRegistry(list(self._sites.values()), amendments)
+
+    def subset(self, keep: Callable[[str], bool]) -> SiteRegistry:
+        """The sites whose id ``keep`` accepts, with the same amendments."""
+        return SiteRegistry([s for s in self._sites.values() if keep(s.id)], self._amendments)
+
+    def _view(self, site: SiteConfig) -> SiteConfig:
+        return site if self._amendments is None else self._amendments.amend(site)
 
     def __iter__(self) -> Iterator[SiteConfig]:
-        return iter(self._sites.values())
+        return iter([self._view(s) for s in self._sites.values()])
 
     def __len__(self) -> int:
         return len(self._sites)
@@ -321,18 +349,19 @@ class SiteRegistry:
 
     def get(self, site_id: str) -> SiteConfig | None:
         """The site, or None."""
-        return self._sites.get(site_id)
+        site = self._sites.get(site_id)
+        return None if site is None else self._view(site)
 
     def require(self, site_id: str) -> SiteConfig:
         """The site, or NotFound."""
-        site = self._sites.get(site_id)
+        site = self.get(site_id)
         if site is None:
             raise NotFound(f"no site with id {site_id!r}")
         return site
 
     def in_jurisdiction(self, jurisdiction: str) -> list[SiteConfig]:
         """Every site under one rule pack."""
-        return [s for s in self._sites.values() if s.jurisdiction == jurisdiction]
+        return [self._view(s) for s in self._sites.values() if s.jurisdiction == jurisdiction]
 
 
 def load_registry(path: Path) -> SiteRegistry:

@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from itertools import accumulate
+from typing import Any
 
 from alerts.lifecycle import TEST_RULE
 from alerts.models import Alert
@@ -55,7 +56,7 @@ from gateway.reports.models import (
     VillageTotals,
     WeekStats,
 )
-from gateway.reports.penalties import estimate_penalties
+from gateway.reports.penalties import estimate_from_ledger, estimate_penalties
 from gateway.reports.season import SeasonPeriod, season_period
 from gateway.reports.sources import ReportSources
 from gateway.rules.audit import FIELD_LABELS
@@ -63,6 +64,7 @@ from gateway.rules.pack import RulePack
 from gateway.rules.thresholds import ACCOUNTED_RATIO, FREEZING_C, MIN_CYCLE_VOLUME_L
 from gateway.rules.verdict import (
     CONFIRM_WITHIN,
+    LedgerLine,
     LevelHistory,
     Verdict,
     VerdictStatus,
@@ -471,7 +473,11 @@ def _dated_citations(
 
 
 def _finding_entries(
-    findings: Sequence[Finding], period: SeasonPeriod, through: datetime, pack: RulePack | None
+    findings: Sequence[Finding],
+    period: SeasonPeriod,
+    through: datetime,
+    pack: RulePack | None,
+    frozen: Mapping[str, Mapping[str, Any]],
 ) -> list[FindingEntry]:
     out = []
     for f in sorted(findings, key=lambda f: (f.opened_at, f.rule_id)):
@@ -485,7 +491,8 @@ def _finding_entries(
                 opened_at=f.opened_at,
                 cleared_at=f.cleared_at,
                 enforced=bool(f.citations),
-                evidence=dict(f.evidence),
+                # As frozen by the period's end (15.5); live only where nothing was frozen.
+                evidence=dict(frozen.get(f.id, f.evidence)),
                 citations=_dated_citations(f, pack, days) if days else tuple(f.citations),
                 action=f.action,
                 days=len(days),
@@ -683,6 +690,10 @@ class SiteInputs:
     histories_available: bool = True
     #: Spans of late readings that were stored but not judged by any detector.
     not_evaluated: Sequence[NotEvaluated] = ()
+    #: Each finding's evidence frozen at or before the period's end (by finding id).
+    frozen_evidence: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The site's posted enforcement ledger; None: no case, the telemetry estimate stands.
+    ledger: Sequence[LedgerLine] | None = None
 
 
 async def read_site_inputs(
@@ -703,7 +714,11 @@ async def read_site_inputs(
         sources.not_evaluated_of(site.id, period.start, through),
     )
     findings = [f for f in found if _overlaps(f, period.start, through)]
-    histories = await sources.levels_of(findings)
+    histories, frozen_evidence, ledger = await asyncio.gather(
+        sources.levels_of(findings),
+        sources.frozen_evidence_of(findings, through),
+        sources.ledger_of(site.id),
+    )
     confirmations = sources.confirmations_of(site.id, period.start, through + CONFIRM_WITHIN)
     return SiteInputs(
         site=site,
@@ -720,13 +735,28 @@ async def read_site_inputs(
         confirmations=confirmations,
         histories_available=not findings or bool(histories),
         not_evaluated=not_evaluated,
+        frozen_evidence=frozen_evidence,
+        ledger=ledger,
     )
+
+
+def not_an_inspection(pack: RulePack | None) -> list[str]:
+    """The property report's first notes (review O6): monitoring is not the proof the
+    texts accept, e.g. Edgar (f)(4)b "appropriate proof ... with verification by
+    Village inspection" or (f)(2)a's licensed plumber's certificate."""
+    notes = ["Not an inspection: this report establishes neither compliance nor a violation."]
+    steps = pack.enforcement.steps if pack is not None else {}
+    proofs = [steps[name] for name in ("inspection", "correction_proof") if name in steps]
+    if proofs:
+        named = "; or ".join(f"{p.label.lower()} ({p.citation.section})" for p in proofs)
+        notes.append(f"Proof under the ordinance: {named}.")
+    return notes
 
 
 def build_site_report(inputs: SiteInputs) -> SiteReport:
     """The property report from its inputs: pure arithmetic, no I/O."""
     site, pack, period, through = inputs.site, inputs.pack, inputs.period, inputs.through
-    notes: list[str] = []
+    notes: list[str] = not_an_inspection(pack)
     if period.is_default:
         notes.append(
             "The rule pack sets no winter season; the report uses Nov 15 - Apr 15. "
@@ -778,12 +808,18 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
     days = _days(inst, period, hours, sanitary, icing_days, verdict)
     totals = _totals(days)
     coverage = _coverage(site, hours)
-    findings = _finding_entries(raw_findings, period, through, pack)
+    findings = _finding_entries(raw_findings, period, through, pack, inputs.frozen_evidence)
     alerts, alert_summary = _alerts(inputs.alerts)
     in_period = {d.day for d in days}
     confirmed_days = [d for d in verdict.confirmed_days if d in in_period]
     suspected_days = [d for d in verdict.suspected_days if d in in_period]
     penalties = estimate_penalties(pack, confirmed_days, len(verdict.confirmed))
+    if inputs.ledger is not None:  # a site with cases: the ledger speaks (16.5)
+        penalties = estimate_from_ledger(inputs.ledger, period.first_day, period.last_day)
+        notes.append(
+            "Penalty estimate: the posted lines of the site's case ledger for this season "
+            "(an estimate, not a legal determination)."
+        )
     if_confirmed = (
         estimate_penalties(
             pack,

@@ -11,17 +11,76 @@ its own notice, inspection and process.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import date, timedelta
 
 from gateway.reports.models import PenaltyEstimate, PenaltyLine
 from gateway.rules.pack import Penalty, RulePack
+from gateway.rules.verdict import LedgerLine
 
 DISCLAIMER = (
     "Estimate only, not a legal determination: computed from the monitoring findings "
     "and the amounts in the ordinance text. Penalties are imposed by the village after "
     "its own notice, inspection and process."
 )
+
+
+LEDGER_DISCLAIMER = (
+    "Estimate only, not a legal determination: the lines the village's case ledger has "
+    "posted for this season (from the recorded notices, orders, inspections and citations "
+    "and the amounts in the ordinance text). Penalties are imposed by the village after "
+    "its own notice, inspection and process."
+)
+
+
+def _in_period(period: str, first: date, last: date) -> bool:
+    """A ledger period (a month ``YYYY-MM`` or a day) that falls in ``[first, last]``."""
+    if len(period) == len("YYYY-MM"):
+        month = date.fromisoformat(period + "-01")
+        return date(first.year, first.month, 1) <= month <= last
+    return first <= date.fromisoformat(period) <= last
+
+
+def estimate_from_ledger(lines: Sequence[LedgerLine], first: date, last: date) -> PenaltyEstimate:
+    """The estimate of a site with enforcement cases: its posted ledger lines of the
+    season's days (months that overlap it), reversals included, so the report's total
+    is the ledger's (issue 16.5). Edgar (f)(4) surcharges run from the month the
+    non-compliance is established to the verification inspection; L.L. 6-2024 fines
+    are per cited day; the ledger has already applied both."""
+    kept = [line for line in lines if _in_period(line.period, first, last)]
+    out = tuple(
+        PenaltyLine(
+            penalty_id=f"ledger:{line.kind}",
+            summary=f"Ledger line {line.line}: {line.kind} for {line.period}",
+            per="month" if len(line.period) == len("YYYY-MM") else "day",
+            count=1,
+            basis=line.basis
+            + (f" (corrects line {line.corrects})" if line.corrects is not None else "")
+            + (" - misdemeanor referral to consider" if line.referral else "")
+            + (f"; {line.citation}" if line.citation else ""),
+            min_usd=None if line.amount_cents is None else line.amount_cents / 100,
+            max_usd=None if line.max_cents is None else line.max_cents / 100,
+            additive=line.amount_cents is not None or line.max_cents is not None,
+            citations=(),  # the line's own citation text is in its basis
+        )
+        for line in kept
+    )
+    charged = [line for line in kept if line.kind != "reversal"]
+    return PenaltyEstimate(
+        lines=out,
+        min_usd=sum(line.amount_cents or 0 for line in kept) / 100,
+        max_usd=sum(
+            line.max_cents if line.max_cents is not None else line.amount_cents or 0
+            for line in kept
+        )
+        / 100,
+        violation_days=len({line.period for line in charged if len(line.period) > 7}),
+        violation_months=tuple(
+            _month_label((int(p[:4]), int(p[5:7])))
+            for p in sorted({line.period for line in charged if len(line.period) == 7})
+        ),
+        disclaimer=LEDGER_DISCLAIMER,
+    )
 
 
 def _amount(p: Penalty, count: int) -> tuple[float | None, float | None]:
@@ -127,7 +186,11 @@ def estimate_penalties(
             window = int(p.within_days.as_float) if p.within_days is not None else 365
             count = most_within(days, window)
             reached = count >= threshold
-            jail = f" or up to {p.jail_days.as_float:g} days in jail" if p.jail_days else ""
+            # L.L. 6-2024 penalties B: "a fine ... or imprisonment ... or by both such
+            # fine and imprisonment": keep the "or both" (review §7).
+            jail = (
+                f" or up to {p.jail_days.as_float:g} days in jail, or both" if p.jail_days else ""
+            )
             if reached:
                 basis = (
                     f"{count} violation days within {window} days reach the threshold of "

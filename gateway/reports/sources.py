@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import builtins
 import sqlite3
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from alerts.models import Alert, AlertQuery
 from gateway.domain import Confirmation, ConfirmationSource, Finding, NotEvaluated
 from gateway.errors import StoreError
 from gateway.registry.models import SiteRegistry
 from gateway.rules.pack import RulePack
+from gateway.rules.verdict import LedgerLine, LedgerSource
 from gateway.services import Services
 from gateway.state.database import SqliteDatabase
+from gateway.state.snapshots import FindingSnapshot
 from gateway.store.base import TimeSeriesStore
 
 #: Most alerts (findings) one site can have in a season before the list is cut.
@@ -45,6 +48,21 @@ class FindingSource(Protocol):
         self, finding_ids: builtins.list[str]
     ) -> dict[str, builtins.list[tuple[datetime, str]]]:
         """Each finding's ``(at, level)`` events, oldest first."""
+
+
+class SnapshotSource(Protocol):
+    """Where the frozen snapshots of findings are kept (the findings repository)."""
+
+    async def snapshots(self, finding_id: str) -> builtins.list[FindingSnapshot]:
+        """The snapshots of one finding, oldest first."""
+
+
+def snapshot_as_of(snapshots: Iterable[FindingSnapshot], at: datetime) -> FindingSnapshot | None:
+    """The snapshot in force at ``at``: the latest taken at or before it (issue 15.5:
+    a document for a past period shows what the system saw then, not the finding's
+    evidence as it was overwritten since)."""
+    before = [s for s in snapshots if s.at <= at]
+    return max(before, key=lambda s: (s.at, s.seq)) if before else None
 
 
 class NotEvaluatedSource(Protocol):
@@ -99,6 +117,30 @@ class ReportSources:
     confirmations: ConfirmationSource | None = None
     #: Spans of late readings that were stored but not judged (issue 20.10).
     not_evaluated: NotEvaluatedSource | None = None
+    #: Frozen finding snapshots: a report shows the evidence as of its period's end.
+    snapshots: SnapshotSource | None = None
+    #: The enforcement ledger: sites with cases are estimated from its posted lines.
+    ledger: LedgerSource | None = None
+
+    async def ledger_of(self, site_id: str) -> builtins.list[LedgerLine] | None:
+        """The site's posted ledger lines; None without a ledger or without a case."""
+        if self.ledger is None:
+            return None
+        return await self.ledger.ledger_lines(site_id)
+
+    async def frozen_evidence_of(
+        self, findings: builtins.list[Finding], until: datetime
+    ) -> dict[str, Mapping[str, Any]]:
+        """Each finding's evidence as frozen at or before ``until`` (findings without
+        a snapshot source, or without a snapshot by then, are left out)."""
+        if self.snapshots is None:
+            return {}
+        out: dict[str, Mapping[str, Any]] = {}
+        for f in findings:
+            snap = snapshot_as_of(await self.snapshots.snapshots(f.id), until)
+            if snap is not None:
+                out[f.id] = snap.data.get("finding", {}).get("evidence", {})
+        return out
 
     async def levels_of(self, findings: list[Finding]) -> dict[str, list[tuple[datetime, str]]]:
         """Level histories of the findings, where the findings source keeps them.
@@ -162,4 +204,6 @@ def sources_from_services(services: Services) -> ReportSources:
         alerts=alerts,
         confirmations=services.confirmations,
         not_evaluated=services.findings,
+        snapshots=services.findings,
+        ledger=services.ledger,
     )

@@ -24,13 +24,16 @@ def action_for(rule_id: str, pack: RulePack | None) -> str:
     if spec.enforced and spec.grace_period is not None and spec.grace_citation is not None:
         days = spec.grace_period.days
         action += (
-            f" Under {spec.grace_citation} a connection order gives {days} days to correct it."
+            # Worded for people (it is in the alert e-mail): the ordinance by title.
+            f" Under {spec.grace_citation.cited(pack.title)} a connection order gives {days}"
+            " days to correct it."
         )
     if spec.enforced and spec.waiver_citation is not None:
         waiver_days = pack.number("deadlines.waiver_application_days")
         if waiver_days is not None:
             action += (
                 f" A waiver or time extension may be requested within "
-                f"{waiver_days.as_float:g} days of a compliance order ({waiver_days.citation})."
+                f"{waiver_days.as_float:g} days of a compliance order"
+                f" ({waiver_days.citation.cited(pack.title)})."
             )
     return action

@@ -16,14 +16,15 @@ from rich.console import Console
 from rich.table import Table
 
 from gateway.errors import SumpWatchError
+from gateway.examples import EXAMPLE_SITES
 from gateway.registry.models import load_registry
 from gateway.rules.audit import audit_sites
 from gateway.rules.pack import load_packs
 from gateway.rules.replay import replay_file
 from gateway.rules.serialize import citation_json, event_json, finding_json
-from gateway.settings import REPO_DIR
 
-DEFAULT_SITES = REPO_DIR / "deploy" / "sites.example.toml"
+#: The demo registry, shipped as package data (an installed wheel has no deploy/).
+DEFAULT_SITES = EXAMPLE_SITES
 
 SitesOpt = Annotated[Path, typer.Option("--sites", help="Site registry TOML")]
 PacksOpt = Annotated[
@@ -68,6 +69,8 @@ def audit(
             }
             sys.stdout.write(json.dumps(line, default=str) + "\n")
     else:
+        # People read ordinance titles; file names stay in --json (issue 20.3).
+        titles = {pack.file: pack.title for pack in loaded.values()}
         table = Table(title=f"Installation audit ({len(targets)} sites)")
         for col in ("site", "status", "requirement", "finding", "citation"):
             table.add_column(col, overflow="fold")
@@ -79,7 +82,7 @@ def audit(
                 f"[{style}]{shown}[/{style}]",
                 i.requirement_id,
                 i.message,
-                "; ".join(str(c) for c in i.citations),
+                "; ".join(c.cited(titles.get(c.file)) for c in i.citations),
             )
         Console().print(table)
         failing = {i.site_id for i in items if i.status == "fail"}

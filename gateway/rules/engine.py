@@ -133,6 +133,15 @@ class SiteMonitor:
         self._detectors = build(self.state)
         self.nodes: dict[str, NodeLedger] = {}
 
+    def refresh(self, site: SiteConfig) -> None:
+        """Take the site as the registry now reads it (a case granted a waiver or
+        recorded inspected facts). Detectors read waivers through the context at each
+        verdict, so the next one honours it; their learned state is kept."""
+        if site is self.site or site == self.site:
+            return
+        self.site = site
+        self.state.ctx = replace(self.state.ctx, site=site)
+
     def detectors(self) -> Mapping[str, Detector]:
         """Detector objects by rule id."""
         return {d.rule_id: d for d in self._detectors}
@@ -229,11 +238,13 @@ class RulesEngine:
         return self._apply_all(mon, mon.arrival(status.received_at, "status"))
 
     def tick(self, now: datetime) -> list[FindingEvent]:
-        """Check every site for silent sensors at ``now``."""
+        """Check every site for silent sensors at ``now``, and take each site as the
+        registry reads it now (case records amend sites while the gateway runs)."""
         events: list[FindingEvent] = []
         for site in self.registry:
             mon = self._monitor(site.id)
             assert mon is not None
+            mon.refresh(site)
             events.extend(self._apply_all(mon, mon.arrival(now, "tick")))
         return events
 
@@ -319,8 +330,10 @@ class RulesEngine:
         enforced = spec is not None and spec.enforced
         evidence = dict(verdict.evidence)
         citations: tuple[Any, ...] = ()
-        if spec is not None and enforced:
-            citations = spec.citations
+        if spec is not None and enforced and pack is not None:
+            # Only the sections in force on the day it opens: Edgar (e)(1)b governs
+            # "between November 15 and April 15" and is not cited in April frost.
+            citations = pack.citations_on(rule_id, at.astimezone(mon.site.tz).date())
         elif spec is not None and spec.note:
             evidence["ordinance_note"] = spec.note
         audience = (

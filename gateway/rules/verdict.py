@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 from itertools import pairwise
-from typing import Literal
+from typing import Literal, Protocol
 from zoneinfo import ZoneInfo
 
 from gateway.domain import Citation, Confirmation, ConfirmationKind, ConfirmationSource, Finding
@@ -107,6 +107,8 @@ class Verdict:
     spells: tuple[Spell, ...]
     next_step: FirstStep | None = None
     next_step_reason: str = ""
+    #: The ordinance's title (the pack's display name), for citations in the sentence.
+    ordinance: str = ""
 
     def _spells(self, status: SpellStatus) -> tuple[Spell, ...]:
         return tuple(s for s in self.spells if s.status == status)
@@ -431,7 +433,9 @@ def site_verdict(
         status = VerdictStatus.NOT_CHECKED
     else:
         status = VerdictStatus.COMPLIANT
-    return Verdict(site.id, as_of, status, pack.name.split(":")[0], audit, spells, step, reason)
+    return Verdict(
+        site.id, as_of, status, pack.name.split(":")[0], audit, spells, step, reason, pack.title
+    )
 
 
 def confirmations_for(
@@ -453,6 +457,35 @@ class NoConfirmations:
     def confirmations(self, site_id: str, start: datetime, end: datetime) -> list[Confirmation]:
         """No records."""
         return []
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerLine:
+    """A posted line of a site's enforcement ledger, as the reports read it (issue 16.5).
+
+    ``period`` is a month (``YYYY-MM``, Edgar (f)(4) surcharges) or a day
+    (``YYYY-MM-DD``, per-offense fines); a ``reversal`` cancels line ``corrects`` with
+    the opposite amounts. Amounts are estimates from the text, in cents.
+    """
+
+    line: int
+    kind: str  # surcharge | fine | reversal
+    period: str
+    amount_cents: int | None
+    max_cents: int | None
+    basis: str
+    citation: str
+    referral: bool = False
+    corrects: int | None = None
+
+
+class LedgerSource(Protocol):
+    """Where a site's posted ledger lines are (the case service, ``gateway.cases``)."""
+
+    async def ledger_lines(self, site_id: str) -> list[LedgerLine] | None:
+        """The site's posted lines, brought up to date first; None: the site has no
+        enforcement case, so no ledger speaks for it."""
+        ...
 
 
 def _plural(n: int, word: str) -> str:
@@ -507,6 +540,6 @@ def _sentence(v: Verdict, audience: Audience) -> str:
     if staff and v.next_step is not None:
         step = v.next_step
         deadline = f" ({step.deadline_days} days)" if step.deadline_days else ""
-        cite = f" [{step.citation}]" if step.citation else ""
+        cite = f" [{step.citation.cited(v.ordinance or None)}]" if step.citation else ""
         text += f" First step: {step.step}{deadline}: {step.summary}{cite}."
     return text

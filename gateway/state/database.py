@@ -1,10 +1,16 @@
-"""A small async wrapper around one SQLite file (WAL mode).
+"""The state database: what repositories need of it, and the SQLite backend.
 
-All writes go through one dedicated thread with one connection, so they are
-serialised without locks in Python; reads use a connection per reader thread, which
-WAL lets run beside the writer. The schema is versioned: :meth:`SqliteDatabase.open`
-applies the numbered migrations of :mod:`gateway.state.migrations` (``PRAGMA
-user_version``), so every table is created or changed in exactly one place.
+Repositories write one SQL text for both backends (``?`` placeholders, the SQL
+SQLite and PostgreSQL share) against :class:`Connection`, the part of the DB-API
+both ``sqlite3.Connection`` and :class:`gateway.state.postgres.PgConnection` offer;
+where the dialects differ a repository asks :attr:`Database.dialect`.
+
+The SQLite backend: all writes go through one dedicated thread with one connection,
+so they are serialised without locks in Python; reads use a connection per reader
+thread, which WAL lets run beside the writer. The schema is versioned:
+:meth:`SqliteDatabase.open` applies the numbered migrations of
+:mod:`gateway.state.migrations` (``PRAGMA user_version``), so every table is created
+or changed in exactly one place.
 """
 
 from __future__ import annotations
@@ -15,10 +21,10 @@ import os
 import sqlite3
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from gateway.errors import StoreError, StoreUnavailable
 from gateway.state import migrations
@@ -36,22 +42,89 @@ _PRAGMAS = (
 )
 
 
+Dialect = Literal["sqlite", "postgresql"]
+
+
+class IntegrityError(StoreError):
+    """A constraint refused a write (PostgreSQL's, translated by its connection)."""
+
+
+#: What a repository catches for "that key exists" on either backend (SQLite's
+#: callbacks get the raw ``sqlite3.Connection``, whose error is its own).
+INTEGRITY_ERRORS: tuple[type[Exception], ...] = (sqlite3.IntegrityError, IntegrityError)
+
+
+class Row(Protocol):
+    """A result row: by column name or position, and iterable (``sqlite3.Row``'s shape)."""
+
+    def __getitem__(self, key: int | str, /) -> Any: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def keys(self) -> list[str]: ...
+
+
+class Cursor(Protocol):
+    """The result of :meth:`Connection.execute`. No ``lastrowid``: PostgreSQL has
+    none, so an insert that needs its key says ``RETURNING id``."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """What a repository's SQL runs on (``sqlite3.Connection`` is one)."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
+
+
 class Database(Protocol):
     """What a repository needs of the database: a transaction and a read.
 
-    Stages (alerts, accounts) depend on this interface, not on :class:`SqliteDatabase`.
+    Stages (alerts, accounts) depend on this interface, not on a backend;
+    :func:`gateway.state.factory.state_database` picks one from the settings.
     """
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    @property
+    def dialect(self) -> Dialect:
+        """Which SQL the connections speak, for the few statements that differ."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """Where the database is, fit for a log line (no password)."""
+        ...
+
+    async def open(self, *, migrate: bool = True) -> None:
+        """Connect (and bring the schema to this version's unless ``migrate=False``)."""
+        ...
+
+    async def close(self) -> None:
+        """Close every connection."""
+        ...
+
+    async def write(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn(conn)`` in one write transaction."""
         ...
 
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def read(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn(conn)`` on a connection that sees the last commit."""
         ...
 
     async def migrate(self, target: int | None = None) -> migrations.UpgradeResult:
         """Bring the schema to this code's version (idempotent)."""
+        ...
+
+    async def schema_version(self) -> int:
+        """The migration number the database is at (0: never migrated)."""
         ...
 
 
@@ -82,6 +155,8 @@ def _create_private(path: Path) -> None:
 class SqliteDatabase:
     """One SQLite file: a writer thread and per-thread reader connections."""
 
+    dialect: Dialect = "sqlite"
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._writer: ThreadPoolExecutor | None = None
@@ -90,6 +165,11 @@ class SqliteDatabase:
         self._reader_pool: ThreadPoolExecutor | None = None
         self._reader_conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+
+    @property
+    def label(self) -> str:
+        """The file's path."""
+        return str(self.path)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)

@@ -1,14 +1,21 @@
-"""Dead-letter and node-status tables (always in the SQLite state database)."""
+"""Dead-letter and node-status tables of the state database (SQLite or PostgreSQL)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Final
 
 from gateway.domain import DeadLetter, StatusChange
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import Connection, Database, Dialect
+
+#: The epoch hour of ``received_at`` (positive, so truncation is the floor): SQLite's
+#: CAST truncates, PostgreSQL's rounds, so each dialect says it its own way.
+_HOUR: Final[dict[Dialect, str]] = {
+    "sqlite": "CAST(received_at / 3600 AS INTEGER)",
+    "postgresql": "CAST(FLOOR(received_at / 3600) AS BIGINT)",
+}
 
 
 def from_epoch(value: float) -> datetime:
@@ -26,7 +33,7 @@ class NodeStatus:
     changed_at: datetime
 
 
-def insert_deadletters(conn: sqlite3.Connection, letters: Sequence[DeadLetter]) -> None:
+def insert_deadletters(conn: Connection, letters: Sequence[DeadLetter]) -> None:
     """Insert dead letters inside the caller's transaction."""
     conn.executemany(
         "INSERT INTO deadletters (received_at, topic, payload, reason, detail) VALUES (?,?,?,?,?)",
@@ -34,7 +41,7 @@ def insert_deadletters(conn: sqlite3.Connection, letters: Sequence[DeadLetter]) 
     )
 
 
-def upsert_statuses(conn: sqlite3.Connection, changes: Sequence[StatusChange]) -> None:
+def upsert_statuses(conn: Connection, changes: Sequence[StatusChange]) -> None:
     """Record node availability inside the caller's transaction."""
     conn.executemany(
         "INSERT INTO node_status (site_id, node_id, online, changed_at) VALUES (?,?,?,?) "
@@ -47,7 +54,7 @@ def upsert_statuses(conn: sqlite3.Connection, changes: Sequence[StatusChange]) -
 class StateRepository:
     """Dead letters and node availability."""
 
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     async def open(self) -> None:
@@ -57,7 +64,7 @@ class StateRepository:
     async def save(self, letters: Sequence[DeadLetter], statuses: Sequence[StatusChange]) -> None:
         """Store dead letters and status changes in one transaction."""
 
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             insert_deadletters(conn, letters)
             upsert_statuses(conn, statuses)
 
@@ -75,7 +82,7 @@ class StateRepository:
         sql += " ORDER BY id DESC LIMIT ? OFFSET ?"
         args += [limit, offset]
 
-        def run(conn: sqlite3.Connection) -> list[DeadLetter]:
+        def run(conn: Connection) -> list[DeadLetter]:
             return [
                 DeadLetter(
                     topic=r["topic"],
@@ -93,9 +100,23 @@ class StateRepository:
     async def deadletter_counts(self) -> dict[str, int]:
         """How many dead letters per reason."""
 
-        def run(conn: sqlite3.Connection) -> dict[str, int]:
+        def run(conn: Connection) -> dict[str, int]:
             rows = conn.execute("SELECT reason, COUNT(*) FROM deadletters GROUP BY reason")
             return {reason: int(n) for reason, n in rows}
+
+        return await self.db.read(run)
+
+    async def deadletters_per_hour(self, since: datetime) -> list[tuple[int, str, int]]:
+        """``(epoch hour, reason, count)`` of dead letters received since ``since``,
+        newest hour first."""
+        sql = (
+            f"SELECT {_HOUR[self.db.dialect]} AS hour, reason, COUNT(*) FROM deadletters"
+            " WHERE received_at >= ? GROUP BY hour, reason ORDER BY hour DESC"
+        )
+
+        def run(conn: Connection) -> list[tuple[int, str, int]]:
+            rows = conn.execute(sql, (since.timestamp(),))
+            return [(int(h), str(r), int(n)) for h, r, n in rows]
 
         return await self.db.read(run)
 
@@ -107,7 +128,7 @@ class StateRepository:
             sql += " WHERE site_id = ?"
             args = (site_id,)
 
-        def run(conn: sqlite3.Connection) -> list[NodeStatus]:
+        def run(conn: Connection) -> list[NodeStatus]:
             return [
                 NodeStatus(
                     r["site_id"], r["node_id"], bool(r["online"]), from_epoch(r["changed_at"])

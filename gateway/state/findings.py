@@ -1,17 +1,16 @@
-"""Findings in SQLite: one row per finding (its latest state), an event log, and
+"""Findings in the state database: one row per finding (its latest state), an event log, and
 frozen snapshots of the evidence at opening and at each level change."""
 
 from __future__ import annotations
 
 import builtins
 import json
-import sqlite3
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from gateway.domain import Audience, Citation, Finding, FindingEvent, NotEvaluated, Severity
-from gateway.state.database import SqliteDatabase
+from gateway.state.database import Connection, Database, Row
 from gateway.state.snapshots import (
     FindingSnapshot,
     SnapshotContext,
@@ -56,7 +55,7 @@ def _row(f: Finding) -> tuple[Any, ...]:
     )
 
 
-def _finding(row: sqlite3.Row) -> Finding:
+def _finding(row: Row) -> Finding:
     opened = _parse(row["opened_at"])
     updated = _parse(row["updated_at"])
     assert opened is not None and updated is not None
@@ -80,7 +79,7 @@ def _finding(row: sqlite3.Row) -> Finding:
 class FindingRepository:
     """Stores finding events and answers queries for the API and reports."""
 
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     async def open(self) -> None:
@@ -97,7 +96,7 @@ class FindingRepository:
             return
         gathered = contexts or {}
 
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             for e in events:
                 f = e.finding
                 if needs_snapshot(e, _stored_level(conn, f.id)):
@@ -148,7 +147,7 @@ class FindingRepository:
             where.append("opened_at <= ?")
             args.append(_ts(until))
         if site_ids is not None:
-            where.append(f"site_id IN ({','.join('?' * len(site_ids))})" if site_ids else "0")
+            where.append(f"site_id IN ({','.join('?' * len(site_ids))})" if site_ids else "1 = 0")
             args.extend(sorted(site_ids))
         sql = f"SELECT {_COLUMNS} FROM findings"
         if where:
@@ -156,7 +155,7 @@ class FindingRepository:
         sql += " ORDER BY opened_at DESC, id LIMIT ?"
         args.append(limit)
 
-        def run(conn: sqlite3.Connection) -> list[Finding]:
+        def run(conn: Connection) -> list[Finding]:
             return [_finding(r) for r in conn.execute(sql, args)]
 
         return await self.db.read(run)
@@ -167,7 +166,7 @@ class FindingRepository:
         if not ids:
             return {}
 
-        def run(conn: sqlite3.Connection) -> dict[str, str]:
+        def run(conn: Connection) -> dict[str, str]:
             rows = conn.execute(
                 f"SELECT id, level FROM findings WHERE id IN ({','.join('?' * len(ids))})", ids
             )
@@ -178,7 +177,7 @@ class FindingRepository:
     async def snapshots(self, finding_id: str) -> builtins.list[FindingSnapshot]:
         """The frozen snapshots of one finding, oldest first."""
 
-        def run(conn: sqlite3.Connection) -> builtins.list[FindingSnapshot]:
+        def run(conn: Connection) -> builtins.list[FindingSnapshot]:
             rows = conn.execute(
                 "SELECT seq, finding_id, change, at, severity, level, content, sha256"
                 " FROM finding_snapshots WHERE finding_id = ? ORDER BY seq",
@@ -191,7 +190,7 @@ class FindingRepository:
     async def get(self, finding_id: str) -> Finding | None:
         """One finding by id."""
 
-        def run(conn: sqlite3.Connection) -> Finding | None:
+        def run(conn: Connection) -> Finding | None:
             row = conn.execute(
                 f"SELECT {_COLUMNS} FROM findings WHERE id = ?", (finding_id,)
             ).fetchone()
@@ -206,7 +205,7 @@ class FindingRepository:
     async def history(self, finding_id: str) -> builtins.list[dict[str, Any]]:
         """The events of one finding, oldest first."""
 
-        def run(conn: sqlite3.Connection) -> builtins.list[dict[str, Any]]:
+        def run(conn: Connection) -> builtins.list[dict[str, Any]]:
             rows = conn.execute(
                 "SELECT change, at, severity, level FROM finding_events "
                 "WHERE finding_id = ? ORDER BY seq",
@@ -230,7 +229,7 @@ class FindingRepository:
         if not finding_ids:
             return {}
 
-        def run(conn: sqlite3.Connection) -> dict[str, builtins.list[tuple[datetime, str]]]:
+        def run(conn: Connection) -> dict[str, builtins.list[tuple[datetime, str]]]:
             out: dict[str, builtins.list[tuple[datetime, str]]] = {i: [] for i in finding_ids}
             for start in range(0, len(finding_ids), 500):
                 chunk = finding_ids[start : start + 500]
@@ -253,12 +252,19 @@ class FindingRepository:
         Bounds only widen and the count only grows, so records written out of
         order still end at the span's full extent."""
 
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             conn.execute(
                 "INSERT INTO not_evaluated (id, site_id, node_id, start_ts, end_ts, count) "
                 "VALUES (?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
-                "start_ts=MIN(start_ts, excluded.start_ts), end_ts=MAX(end_ts, excluded.end_ts), "
-                "count=MAX(count, excluded.count)",
+                # CASE, not the two-argument MIN/MAX only SQLite has (PostgreSQL's are
+                # LEAST/GREATEST, which SQLite lacks); the stored row is named in full
+                # because PostgreSQL refuses a bare column here as ambiguous.
+                "start_ts = CASE WHEN excluded.start_ts < not_evaluated.start_ts"
+                " THEN excluded.start_ts ELSE not_evaluated.start_ts END, "
+                "end_ts = CASE WHEN excluded.end_ts > not_evaluated.end_ts"
+                " THEN excluded.end_ts ELSE not_evaluated.end_ts END, "
+                "count = CASE WHEN excluded.count > not_evaluated.count"
+                " THEN excluded.count ELSE not_evaluated.count END",
                 (span.id, span.site_id, span.node_id, _ts(span.start), _ts(span.end), span.count),
             )
 
@@ -280,7 +286,7 @@ class FindingRepository:
             where.append("start_ts <= ?")
             args.append(_ts(until))
 
-        def run(conn: sqlite3.Connection) -> builtins.list[NotEvaluated]:
+        def run(conn: Connection) -> builtins.list[NotEvaluated]:
             rows = conn.execute(
                 "SELECT id, site_id, node_id, start_ts, end_ts, count FROM not_evaluated "
                 f"WHERE {' AND '.join(where)} ORDER BY start_ts LIMIT ?",
@@ -291,18 +297,18 @@ class FindingRepository:
         return await self.db.read(run)
 
 
-def _not_evaluated(row: sqlite3.Row) -> NotEvaluated:
+def _not_evaluated(row: Row) -> NotEvaluated:
     start, end = _parse(row["start_ts"]), _parse(row["end_ts"])
     assert start is not None and end is not None
     return NotEvaluated(row["id"], row["site_id"], row["node_id"], start, end, row["count"])
 
 
-def _stored_level(conn: sqlite3.Connection, finding_id: str) -> str | None:
+def _stored_level(conn: Connection, finding_id: str) -> str | None:
     row = conn.execute("SELECT level FROM findings WHERE id = ?", (finding_id,)).fetchone()
     return None if row is None else str(row["level"])
 
 
-def _insert_snapshot(conn: sqlite3.Connection, event: FindingEvent, ctx: SnapshotContext) -> None:
+def _insert_snapshot(conn: Connection, event: FindingEvent, ctx: SnapshotContext) -> None:
     f = event.finding
     text = canonical_json(snapshot_content(f, event.change, ctx))
     conn.execute(
@@ -313,7 +319,7 @@ def _insert_snapshot(conn: sqlite3.Connection, event: FindingEvent, ctx: Snapsho
     )  # fmt: skip
 
 
-def _snapshot(row: sqlite3.Row) -> FindingSnapshot:
+def _snapshot(row: Row) -> FindingSnapshot:
     at = _parse(row["at"])
     assert at is not None
     return FindingSnapshot(

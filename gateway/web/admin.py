@@ -10,23 +10,27 @@ sites (404 for another site's alert).
 
 from __future__ import annotations
 
-import sqlite3
+import asyncio
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Form, Query, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from pydantic import BaseModel, Field
 
 from alerts.manager import AlertManager
 from gateway.accounts.access import PrincipalDep, require_role
 from gateway.accounts.models import Principal
 from gateway.errors import NotEnabled, NotFound
 from gateway.services import Services, get_services
+from gateway.web import inject
 from gateway.web.templating import render
 
 router = APIRouter(include_in_schema=False)
+#: The admin routes that are API (JSON), so they are in the OpenAPI document.
+api_router = APIRouter(tags=["admin"])
 
 AdminDep = Annotated[Principal, Depends(require_role())]
 
@@ -83,15 +87,6 @@ class HourCounts:
     total: int
 
 
-def _per_hour(conn: sqlite3.Connection, since: datetime) -> list[tuple[int, str, int]]:
-    rows = conn.execute(
-        "SELECT CAST(received_at / 3600 AS INTEGER) AS hour, reason, COUNT(*) FROM deadletters"
-        " WHERE received_at >= ? GROUP BY hour, reason ORDER BY hour DESC",
-        (since.timestamp(),),
-    )
-    return [(int(h), str(r), int(n)) for h, r, n in rows]
-
-
 def hour_table(rows: list[tuple[int, str, int]]) -> list[HourCounts]:
     """(epoch hour, reason, count) rows -> one line per hour, newest first."""
     by_hour: dict[int, Counter[str]] = {}
@@ -113,7 +108,7 @@ async def deadletters_page(
     services = _services(request)
     since = datetime.now(UTC) - timedelta(hours=DEADLETTER_HOURS)
     totals = await services.state.deadletter_counts()
-    hours = hour_table(await services.db.read(lambda conn: _per_hour(conn, since)))
+    hours = hour_table(await services.state.deadletters_per_hour(since))
     latest = await services.state.deadletters(reason=reason, limit=50)
     examples = [
         {
@@ -221,6 +216,86 @@ async def send_test_alert(
         raise NotFound(f"no site with id {site_id!r}")
     await _alerts(request).send_test(site_id, by=admin.username)
     return RedirectResponse("/admin/outbox?sent=" + site_id, status_code=303)
+
+
+# ---------------------------------------------------------------- inject a scenario
+
+
+def _inject_page(
+    request: Request, admin: Principal, *, refused: str = "", status_code: int = 200
+) -> Response:
+    services = _services(request)
+    response = render(
+        request,
+        "admin_inject.html",
+        admin,
+        availability=inject.availability(services.settings.data_dir),
+        sites=sorted((s.id, s.name) for s in services.registry),
+        scenarios=sorted(inject.fault_scenarios().items()),
+        lead_minutes=int(inject.LEAD.total_seconds() // 60),
+        injected=request.query_params.get("injected", ""),
+        scenario=request.query_params.get("scenario", ""),
+        refused=refused,
+    )
+    response.status_code = status_code
+    return response
+
+
+async def _inject(request: Request, site_id: str, scenario: str) -> inject.Injection:
+    services = _services(request)
+    if services.registry.get(site_id) is None:
+        raise NotFound(f"no site with id {site_id!r}")
+    # Stopping the old simulator waits for it: off the event loop.
+    return await asyncio.to_thread(inject.inject, services.settings.data_dir, site_id, scenario)
+
+
+@router.get("/admin/inject")
+async def inject_page(request: Request, admin: AdminDep) -> Response:
+    """The demo's "inject a scenario into a site": a form, or why it cannot be done here."""
+    return _inject_page(request, admin)
+
+
+@router.post("/admin/inject")
+async def inject_form(
+    request: Request,
+    admin: AdminDep,
+    site_id: Annotated[str, Form(max_length=200)],
+    scenario: Annotated[str, Form(max_length=200)],
+) -> Response:
+    """Start the chosen scenario's fault at one demo site, then show what was done."""
+    try:
+        done = await _inject(request, site_id, scenario)
+    except inject.InjectRefused as exc:
+        return _inject_page(request, admin, refused=str(exc), status_code=409)
+    return RedirectResponse(
+        f"/admin/inject?injected={done.site_id}&scenario={done.scenario}", status_code=303
+    )
+
+
+class InjectRequest(BaseModel):
+    """Which demo site gets which scenario's fault."""
+
+    site_id: str = Field(max_length=200)
+    scenario: str = Field(max_length=200, description="A scenario name (sumpwatch simulate --list)")
+
+
+@api_router.post("/demo/inject")
+async def inject_api(request: Request, admin: AdminDep, body: InjectRequest) -> Response:
+    """Demo only, admins only: restart the simulator with ``scenario``'s fault at
+    ``site_id`` (begun 15 minutes ago). 409 with the reason when this gateway cannot."""
+    try:
+        done = await _inject(request, body.site_id, body.scenario)
+    except inject.InjectRefused as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+    return JSONResponse(
+        {
+            "site_id": done.site_id,
+            "scenario": done.scenario,
+            "template": done.template,
+            "simulator_pid": done.pid,
+            "fault_began": done.fault_began.isoformat(),
+        }
+    )
 
 
 # ---------------------------------------------------------------- metrics

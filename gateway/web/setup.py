@@ -18,4 +18,5 @@ def install_web(app: FastAPI) -> None:
     app.include_router(routes.router)
     app.include_router(routes.api)
     app.include_router(admin.router)
+    app.include_router(admin.api_router)
     install_error_handlers(app)

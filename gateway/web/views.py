@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from alerts.models import Alert, AlertState
 from gateway.accounts.models import Principal
 from gateway.contract import NodeKind
-from gateway.domain import Audience, Citation, Finding, Reading, Severity
+from gateway.domain import Audience, Citation, Finding, Reading, Severity, ordinance_name
 from gateway.registry import SiteConfig
 from gateway.registry.models import DischargeDestination
 from gateway.rules.catalog import CATALOG
@@ -185,13 +185,15 @@ class SiteOverview(BaseModel):
 def citation_view(c: Citation | Mapping[str, str], pack: RulePack | None) -> CitationView:
     """``file`` + ``section`` as "<ordinance name> §<section>"."""
     if not isinstance(c, Citation):
-        section, quote, file = c.get("section", ""), c.get("quote", ""), c.get("file", "")
-    else:
-        section, quote, file = c.section, c.quote, c.file
+        c = Citation(c.get("file", ""), c.get("section", ""), c.get("quote", ""))
     # Pages name the ordinance; only the JSON APIs and machine outputs keep file names.
-    title = pack.title if pack is not None and pack.file == file else "Ordinance " + file
+    known = pack.title if pack is not None and pack.file == c.file else None
     return CitationView(
-        text=f"{title} §{section}", quote=quote, title=title, section=section, file=file
+        text=c.cited(known),
+        quote=c.quote,
+        title=ordinance_name(c.file, known),
+        section=c.section,
+        file=c.file,
     )
 
 

@@ -24,7 +24,8 @@ async def health(services: ServicesDep, response: Response) -> HealthPublic:
     writer = ingest.pipeline.writer if ingest is not None else None
     lag = writer.oldest_pending_age() if writer is not None else 0.0
     connected = ingest is not None and ingest.source.connected
-    ok = connected and writable and lag < LAG_LIMIT_S
+    # A web server without ingestion (``sumpwatch api``) needs no broker.
+    ok = (connected or ingest is None) and writable and lag < LAG_LIMIT_S
     if not ok:
         response.status_code = 503
     return HealthPublic(

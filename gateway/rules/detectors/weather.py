@@ -158,7 +158,9 @@ class IcingRiskDetector:
         number = spec.params.get("distance_ft") if spec is not None else None
         self.enforced = spec is not None and spec.enforced
         self.distance_ft = number.as_float if number is not None else DEFAULT_ICING_DISTANCE_FT
-        self.distance_is_default = number is None
+        # Edgar's 10 ft walkway distance is the product's default, not the text's (the
+        # pack marks it): the evidence must not present it as the ordinance's number.
+        self.distance_is_default = number is None or number.is_default
         distances = {
             "walkway": inst.outlet_to_walkway_ft,
             "right_of_way": inst.outlet_to_right_of_way_ft,

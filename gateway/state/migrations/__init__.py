@@ -1,15 +1,21 @@
-"""Numbered schema migrations for the SQLite state database.
+"""Numbered schema migrations of the state database, for SQLite and PostgreSQL.
 
 A migration is a file in this folder named ``NNNN_what.sql`` (statements separated
 by ``;``) or ``NNNN_what.py`` (a module with ``upgrade(conn: sqlite3.Connection)``,
 for a change SQL alone cannot express, e.g. rewriting JSON). Numbers start at 1 and
-have no gaps. The database records the last one applied in ``PRAGMA user_version``;
-each migration runs in its own transaction together with the bump of that number,
-so a crash leaves the database at the previous version, never half way.
+have no gaps. The database records the last one applied (SQLite: ``PRAGMA
+user_version``; PostgreSQL: the table ``sumpwatch_schema``); each migration runs in
+its own transaction together with the bump of that number, so a crash leaves the
+database at the previous version, never half way.
 
-A shipped migration is never edited: a schema change is the next number. Plain
-numbered files were chosen over Alembic so the same steps can later be written out
-as Alembic revisions (or run by a small PostgreSQL runner) one to one.
+One chain serves both backends: step N has the same number and meaning on each.
+Its PostgreSQL text is the twin file ``NNNN_what.postgresql.sql`` (PostgreSQL's
+types, triggers and collations differ from SQLite's, so the twin is written out
+rather than translated); a step that only touches the time-series tables, which
+never live in PostgreSQL, has a twin with no statements. A step without a twin is
+refused on PostgreSQL by name (:func:`postgresql_text`), never guessed.
+
+A shipped migration is never edited: a schema change is the next number.
 
 Version 0 with our tables present is a database from before migrations existed:
 migration 1 is that schema with ``IF NOT EXISTS`` everywhere, so it completes such
@@ -32,6 +38,7 @@ from gateway.errors import StoreError
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^(\d{4})_(\w+)\.(sql|py)$")
+_PG_SUFFIX = ".postgresql.sql"
 
 Step = Callable[[sqlite3.Connection], None]
 
@@ -44,6 +51,8 @@ class Migration:
     name: str
     sql: str = ""
     step: Step | None = None
+    #: The PostgreSQL twin's text (None: the step has no PostgreSQL form).
+    postgresql: str | None = None
 
     def apply(self, conn: sqlite3.Connection) -> None:
         """Run the step on ``conn`` (inside the caller's transaction)."""
@@ -86,13 +95,31 @@ def split_statements(sql: str) -> list[str]:
     return out
 
 
+def _twin(version: int, stem: str) -> str | None:
+    twin = resources.files(__package__).joinpath(f"{version:04d}_{stem}{_PG_SUFFIX}")
+    return twin.read_text(encoding="utf-8") if twin.is_file() else None
+
+
 def _load(filename: str, version: int, stem: str, kind: str) -> Migration:
+    postgresql = _twin(version, stem)
     if kind == "sql":
         text = resources.files(__package__).joinpath(filename).read_text(encoding="utf-8")
-        return Migration(version, stem, sql=text)
+        return Migration(version, stem, sql=text, postgresql=postgresql)
     module = importlib.import_module(f"{__package__}.{filename[:-3]}")
     step: Step = module.upgrade
-    return Migration(version, stem, step=step)
+    return Migration(version, stem, step=step, postgresql=postgresql)
+
+
+def postgresql_text(migration: Migration) -> str:
+    """The step's PostgreSQL SQL; StoreError when it has no twin (a packaging bug:
+    the schema on PostgreSQL would silently differ from SQLite's)."""
+    if migration.postgresql is None:
+        raise StoreError(
+            f"migration {migration.version:04d}_{migration.name} has no PostgreSQL form: "
+            f"add {migration.version:04d}_{migration.name}{_PG_SUFFIX} (empty when the step "
+            "only touches the time-series tables)"
+        )
+    return migration.postgresql
 
 
 def available() -> tuple[Migration, ...]:
@@ -148,19 +175,28 @@ def _check_legacy_columns(conn: sqlite3.Connection, first: Migration) -> None:
         reference.close()
 
 
+def check_target(before: int, target: int | None, known: int) -> int:
+    """The version to reach from ``before``; StoreError for a database newer than this
+    code or a request to go down (both backends refuse the same way)."""
+    goal = known if target is None else target
+    if before > known:
+        raise StoreError(
+            f"database schema version {before} is newer than this sumpwatch knows "
+            f"({known}): upgrade sumpwatch, or restore a backup"
+        )
+    if goal < before:
+        raise StoreError(f"cannot downgrade the database from version {before} to {goal}")
+    if goal > known:
+        raise StoreError(f"no migration {goal}: this sumpwatch knows up to {known}")
+    return goal
+
+
 def upgrade(conn: sqlite3.Connection, target: int | None = None) -> UpgradeResult:
     """Apply every pending migration up to ``target`` (default: the latest), each in
     its own transaction. ``conn`` must be in autocommit mode (``isolation_level=None``)."""
     migrations = available()
-    goal = len(migrations) if target is None else target
     before = current_version(conn)
-    if before > len(migrations):
-        raise StoreError(
-            f"database schema version {before} is newer than this sumpwatch knows "
-            f"({len(migrations)}): upgrade sumpwatch, or restore a backup"
-        )
-    if goal < before:
-        raise StoreError(f"cannot downgrade the database from version {before} to {goal}")
+    goal = check_target(before, target, len(migrations))
     legacy = before == 0 and bool(_tables(conn))
     if legacy:
         log.warning("state: unversioned database from before migrations: stamping version 1")
