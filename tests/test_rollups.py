@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,7 +20,7 @@ from gateway.store.factory import make_store
 from gateway.store.rollups import MAX_HOLD_S, compose, compute_minutes, refresh_forever
 from gateway.store.sqlite import SqliteStore
 from tests import influx_fixture
-from tests.influx_fixture import T0, InfluxServer, pit_series, reading
+from tests.influx_fixture import T0, InfluxServer, one_of_each_kind, pit_series, reading
 
 influxd = influx_fixture.influxd
 influx_database = influx_fixture.influx_database
@@ -236,3 +237,114 @@ async def test_sqlite_reads_back_exactly_the_rollups_it_saved(tmp_path: Path) ->
     key = lambda r: (r.start, r.node_id)  # noqa: E731
     assert sorted(back, key=key) == sorted(pit + outlet, key=key)
     assert any(r.stats and r.pumped_volume_l for r in back)
+
+
+# -- day rollups (issue 17: the season report reads these) ----------------------------------
+
+ACROSS_MIDNIGHT = T0.replace(hour=22)  # 22:00 UTC: the readings run into the next UTC day
+
+
+async def test_day_rollups_hold_the_raw_readings_totals_hour_by_hour(
+    store: TimeSeriesStore,
+) -> None:
+    pit = pit_series(1440 * 2, start=ACROSS_MIDNIGHT)  # four hours of 5 s samples
+    outlet = flow_series(1440 * 2, lpm=30.0, start=ACROSS_MIDNIGHT)
+    await store.write(pit + outlet)
+    await store.refresh_rollups(LATER + timedelta(days=1))
+    days = await store.day_rollups("elm-12", T0, LATER + timedelta(days=1))
+    assert [(d.day.day, d.node_id) for d in days] == [
+        (15, "outlet"),
+        (15, "pit"),
+        (16, "outlet"),
+        (16, "pit"),
+    ]
+    pits = [d for d in days if d.node_id == "pit"]
+    outlets = [d for d in days if d.node_id == "outlet"]
+    # Against the raw readings: every sample counted, one pump start a minute (pit_series),
+    # and the outlet's flow integrated: 30 L/min from the first sample to the last, which
+    # then holds for MAX_HOLD_S.
+    assert sum(sum(d.hours["samples"]) for d in days) == len(pit) + len(outlet)
+    assert sum(sum(d.hours["pump_cycles"]) for d in pits) == 4 * 60
+    volume = sum(sum(d.hours["pumped_volume_l"]) for d in outlets)
+    span_s = (outlet[-1].ts - outlet[0].ts).total_seconds() + MAX_HOLD_S
+    assert volume == pytest.approx(30.0 * span_s / 60)
+    # Hours without a reading hold NaN; the others their coldest sample (the first here).
+    pipe = [v for d in outlets for v in d.hours["pipe_temp_c_min"] if not math.isnan(v)]
+    assert len(pipe) == 4 and min(pipe) == 1.0
+    # And each hour's value is its 1-hour rollup's, copied, not recomputed.
+    hours = await store.rollups("elm-12", "1h", T0, LATER + timedelta(days=1), node_id="pit")
+    by_start = {int(r.start.timestamp()): r for r in hours}
+    for d in pits:
+        for k in range(24):
+            r = by_start.get(int(d.day.timestamp()) + 3600 * k)
+            assert d.hours["pump_on_s"][k] == (r.pump_on_s if r else 0.0)
+
+
+async def test_a_day_rollup_follows_hours_saved_after_it(store: TimeSeriesStore) -> None:
+    await store.write(pit_series(720))
+    await store.refresh_rollups(LATER)
+    (before,) = await store.day_rollups("elm-12", T0, LATER)
+    await store.write(
+        pit_series(720, start=T0 + timedelta(hours=3), start_seq=720)
+    )  # later, same day
+    await store.refresh_rollups(LATER)
+    (after,) = await store.day_rollups("elm-12", T0, LATER)
+    assert sum(after.hours["samples"]) == sum(before.hours["samples"]) + 720
+    assert after.hours["samples"][T0.hour + 3] == 720
+
+
+async def test_hours_saved_without_the_rollup_job_are_reduced_when_a_report_reads_them(
+    tmp_path: Path,
+) -> None:
+    db = SqliteDatabase(tmp_path / "r.db")
+    await db.open()
+    store = SqliteStore(db)
+    await store.open()
+    start = int(T0.timestamp())
+    minutes = compute_minutes(pit_series(720), range(start, start + 3600, 60))
+    await store.save_rollups([compose(minutes, "1h", T0)])  # no refresh_rollups
+    (day,) = await store.day_rollups("elm-12", T0, LATER)
+    await db.close()
+    assert day.hours["samples"][T0.hour] == 720
+    assert day.hours["pump_cycles"][T0.hour] == 60
+
+
+async def test_a_database_from_before_day_rollups_gets_them_from_its_hours(
+    tmp_path: Path,
+) -> None:
+    db = SqliteDatabase(tmp_path / "old.db")
+    await db.open()
+    store = SqliteStore(db)
+    await store.open()
+    await store.write(pit_series(720))
+    await store.refresh_rollups(LATER)
+    # As a database of migration 6 upgraded to 7: hours, no day rows yet, every day marked.
+    await db.write(lambda conn: conn.execute("DELETE FROM rollup_1d"))
+    await db.write(
+        lambda conn: conn.execute(
+            "INSERT OR IGNORE INTO rollup_1d_dirty SELECT DISTINCT site_id, node_id, "
+            "CAST(bucket / 86400 AS INTEGER) * 86400 FROM rollup_1h"
+        )
+    )
+    await store.refresh_rollups(LATER)  # the rollup job works the backlog off
+    rows = await db.read(lambda conn: conn.execute("SELECT COUNT(*) FROM rollup_1d").fetchone()[0])
+    (day,) = await store.day_rollups("elm-12", T0, LATER)
+    await db.close()
+    assert rows == 1
+    assert sum(day.hours["samples"]) == 720
+
+
+# -- the console's read of a whole village ---------------------------------------------------
+
+
+async def test_latest_of_many_sites_is_each_sites_latest(store: TimeSeriesStore) -> None:
+    await store.write(pit_series(30) + pit_series(30, site="oak-3", node="sump"))
+    await store.write(one_of_each_kind(seq=500) + one_of_each_kind(seq=400))
+    many = await store.latest_of(["elm-12", "oak-3", "never-heard"])
+    assert many == {
+        "elm-12": await store.latest("elm-12"),
+        "oak-3": await store.latest("oak-3"),
+        "never-heard": {},
+    }
+    assert set(many["elm-12"]) == {"pit", "outlet", "air"}
+    assert {r.seq for r in many["elm-12"].values()} == {500}

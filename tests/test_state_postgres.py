@@ -22,7 +22,14 @@ from gateway.state.postgres import PostgresDatabase, redact, to_pyformat
 from tests.pg_fixture import StateDbFactory
 
 #: Tables of the time-series store: created by the SQLite chain, never in PostgreSQL.
-STORE_TABLES = {"readings", "rollup_1m", "rollup_1h", "rollup_dirty"}
+STORE_TABLES = {
+    "readings",
+    "rollup_1m",
+    "rollup_1h",
+    "rollup_dirty",
+    "rollup_1d",
+    "rollup_1d_dirty",
+}
 
 
 def _sqlite_schema(path: Path) -> dict[str, set[str]]:

@@ -2,7 +2,8 @@
 
 Everything is read through :class:`~gateway.reports.sources.ReportSources`, so
 the SQLite and InfluxDB stores both work. The hourly arithmetic uses only the
-1-hour rollups (a whole season of a site is ~11,000 of them), never raw points.
+day rollups (the 1-hour rollups' values, 24 to a row: a whole season of a site is
+~450 rows instead of ~11,000), never raw points.
 
 Where the water went, hour by hour (see ``docs/reports.md``):
 
@@ -21,11 +22,13 @@ Where the water went, hour by hour (see ``docs/reports.md``):
 from __future__ import annotations
 
 import asyncio
+import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from itertools import accumulate
 from typing import Any
 
 from alerts.lifecycle import TEST_RULE
@@ -68,7 +71,7 @@ from gateway.rules.verdict import (
     level_spans,
     site_verdict,
 )
-from gateway.store.base import Rollup
+from gateway.store.base import DayRollup
 
 HOUR = timedelta(hours=1)
 #: Below this share of the period with readings, "no violation seen" is not a
@@ -87,58 +90,146 @@ def floor_hour(when: datetime) -> datetime:
 
 
 @dataclass(slots=True)
-class _Hour:
-    """One hour of one site, from its nodes' rollups."""
+class _Hours:
+    """Every hour of a site's [start, start + n h), as columns indexed by hour.
+
+    Built from the day rollups (24 hourly values per node and UTC day), so the sums
+    below add the same hourly values in the same order as the 1-hour rollups did:
+    the numbers are those of the hourly arithmetic, only without an object per hour.
+    A NaN temperature is an hour without that reading.
+    """
 
     start: datetime
-    reported: set[str] = field(default_factory=set)  # nodes with samples in the hour
-    cycles: int = 0
-    on_s: float = 0.0
-    backup_cycles: int = 0
-    pit_l: float = 0.0
-    outlet_l: float = 0.0
-    air_min: float | None = None
-    air_max: float | None = None
-    pipe_min: float | None = None
-    pit_seen: bool = False
-    outlet_seen: bool = False
+    n: int
+    reported: dict[str, list[bool]]  # per registered node: samples in the hour
+    all_reported: list[bool]  # every registered node reported
+    cycles: list[float]  # whole numbers
+    on_s: list[float]
+    backup_cycles: list[float]  # whole numbers
+    pit_l: list[float]
+    outlet_l: list[float]
+    air_min: list[float]
+    air_max: list[float]
+    pipe_min: list[float]
+    pit_seen: list[bool]
+    outlet_seen: list[bool]
+
+    def start_of(self, i: int) -> datetime:
+        """When hour ``i`` starts."""
+        return self.start + i * HOUR
 
 
-def _hours(
-    site: SiteConfig, rollups: Sequence[Rollup], start: datetime, end: datetime
-) -> list[_Hour]:
+#: Where a day's hours go among a site's: (first hour index, first and end slot, the day).
+_Span = tuple[int, int, int, DayRollup]
+
+
+def _spans(days: Iterable[DayRollup], base: float, n: int) -> list[_Span]:
+    """The part of each of a node's days inside the n hours from ``base`` (epoch s)."""
+    out = []
+    for d in days:
+        # Hour i holds the rollup starting in [base + i h, base + (i + 1) h).
+        o = int((d.day.timestamp() - base) // 3600)
+        lo, hi = max(0, -o), min(24, n - o)
+        if lo < hi:
+            out.append((o + lo, lo, hi, d))
+    return out
+
+
+def _place(spans: Iterable[_Span], name: str, n: int, fill: float) -> list[float]:
+    """One node's hourly series of ``name`` over the site's n hours."""
+    out = [fill] * n
+    for i, lo, hi, d in spans:
+        values = d.hours.get(name)
+        if values is not None:
+            out[i : i + hi - lo] = values[lo:hi]
+    return out
+
+
+def _add(columns: Sequence[list[float]]) -> list[float]:
+    """Per hour, the nodes' values added in node order (as the hourly rollups were)."""
+    if len(columns) == 1:
+        return columns[0]
+    return [sum(vals, 0.0) for vals in zip(*columns, strict=True)]
+
+
+def _extreme(columns: Sequence[list[float]], pick: Callable[..., float]) -> list[float]:
+    """Per hour, the nodes' smallest (largest) value, ignoring NaN (no reading)."""
+    if len(columns) == 1:
+        return columns[0]
+    out = []
+    for vals in zip(*columns, strict=True):
+        real = [v for v in vals if not math.isnan(v)]
+        out.append(pick(real) if real else math.nan)
+    return out
+
+
+def _all(columns: Sequence[list[bool]], n: int) -> list[bool]:
+    """Per hour, whether every column holds; with no column every hour does (nothing
+    is missing)."""
+    if not columns:
+        return [True] * n
+    if len(columns) == 1:
+        return columns[0]
+    return list(map(all, zip(*columns, strict=True)))
+
+
+def _hours(site: SiteConfig, days: Sequence[DayRollup], start: datetime, end: datetime) -> _Hours:
     """Every hour of [start, end) with what the site's registered nodes said in it."""
     band_l = (site.pit.pump_on_cm - site.pit.pump_off_cm) * site.pit.area_cm2 / 1000.0
     n = int((end - start) / HOUR)
-    hours = [_Hour(start + i * HOUR) for i in range(n)]
     base = start.timestamp()
-    node_ids = {node.id for node in site.nodes}
-    for r in rollups:
-        i = int((r.start.timestamp() - base) // 3600)
-        if not 0 <= i < n or r.node_id not in node_ids:
-            continue
-        h = hours[i]
-        seen = r.samples > 0
-        if seen:
-            h.reported.add(r.node_id)
-        if r.kind is NodeKind.PIT:
-            h.cycles += r.pump_cycles
-            h.on_s += r.pump_on_s
-            h.backup_cycles += r.backup_pump_cycles
-            h.pit_l = h.cycles * band_l
-            h.pit_seen = h.pit_seen or seen
-        elif r.kind is NodeKind.DISCHARGE:
-            h.outlet_l += r.pumped_volume_l
-            h.outlet_seen = h.outlet_seen or seen
-            pipe = r.stats.get("pipe_temp_c")
-            if pipe is not None:
-                h.pipe_min = pipe.min if h.pipe_min is None else min(h.pipe_min, pipe.min)
-        elif r.kind is NodeKind.AIR:
-            air = r.stats.get("air_temp_c")
-            if air is not None:
-                h.air_min = air.min if h.air_min is None else min(h.air_min, air.min)
-                h.air_max = air.max if h.air_max is None else max(h.air_max, air.max)
-    return hours
+    registered = [node.id for node in site.nodes]
+    of_node: dict[str, list[DayRollup]] = defaultdict(list)
+    for d in days:
+        if d.node_id in registered:
+            of_node[d.node_id].append(d)
+    nodes = sorted(of_node)  # node order within an hour, as the rollups were sorted
+    kinds = {nid: of_node[nid][0].kind for nid in nodes}
+    by_node = {nid: _spans(of_node[nid], base, n) for nid in nodes}
+
+    def series(kind: NodeKind, name: str, fill: float) -> list[list[float]]:
+        return [_place(by_node[nid], name, n, fill) for nid in nodes if kinds[nid] is kind]
+
+    def total(kind: NodeKind, name: str) -> list[float]:
+        cols = series(kind, name, 0.0)
+        return _add(cols) if cols else [0.0] * n
+
+    def extreme(kind: NodeKind, name: str, pick: Callable[..., float]) -> list[float]:
+        cols = series(kind, name, math.nan)
+        return _extreme(cols, pick) if cols else [math.nan] * n
+
+    none = [False] * n
+    reported = {
+        nid: list(map((0.0).__lt__, _place(by_node[nid], "samples", n, 0.0)))
+        if nid in by_node
+        else none
+        for nid in registered
+    }
+
+    def seen(kind: NodeKind) -> list[bool]:
+        cols = [reported[nid] for nid in nodes if kinds[nid] is kind]
+        if len(cols) == 1:
+            return cols[0]
+        return list(map(any, zip(*cols, strict=True))) if cols else none
+
+    cycles = total(NodeKind.PIT, "pump_cycles")
+    return _Hours(
+        start=start,
+        n=n,
+        reported=reported,
+        # With no registered node every hour counts as covered (nothing was missing).
+        all_reported=_all(list(reported.values()), n),
+        cycles=cycles,
+        on_s=total(NodeKind.PIT, "pump_on_s"),
+        backup_cycles=total(NodeKind.PIT, "backup_pump_cycles"),
+        pit_l=[c * band_l for c in cycles],
+        outlet_l=total(NodeKind.DISCHARGE, "pumped_volume_l"),
+        air_min=extreme(NodeKind.AIR, "air_temp_c_min", min),
+        air_max=extreme(NodeKind.AIR, "air_temp_c_max", max),
+        pipe_min=extreme(NodeKind.DISCHARGE, "pipe_temp_c_min", min),
+        pit_seen=seen(NodeKind.PIT),
+        outlet_seen=seen(NodeKind.DISCHARGE),
+    )
 
 
 def _overlaps(f: Finding, start: datetime, end: datetime) -> bool:
@@ -184,111 +275,168 @@ def _icing_intervals(
     ]
 
 
-def _coverage(site: SiteConfig, hours: Sequence[_Hour]) -> Coverage:
+def _coverage(site: SiteConfig, hours: _Hours) -> Coverage:
     node_ids = tuple(n.id for n in site.nodes)
-    n = len(hours)
-    by_node = {nid: sum(nid in h.reported for h in hours) / n if n else 0.0 for nid in node_ids}
+    n = hours.n
+    by_node = {nid: sum(hours.reported[nid]) / n if n else 0.0 for nid in node_ids}
     gaps: list[Gap] = []
     run_start: datetime | None = None
     missing: set[str] = set()
-    covered = 0
-    for h in hours:
-        absent = [nid for nid in node_ids if nid not in h.reported]
-        if not absent:
-            covered += 1
+    for i, covered in enumerate(hours.all_reported):
+        if covered:
             if run_start is not None:
-                gaps.append(Gap(run_start, h.start, tuple(sorted(missing))))
+                gaps.append(Gap(run_start, hours.start_of(i), tuple(sorted(missing))))
                 run_start, missing = None, set()
             continue
         if run_start is None:
-            run_start = h.start
-        missing.update(absent)
-    if run_start is not None and hours:
-        gaps.append(Gap(run_start, hours[-1].start + HOUR, tuple(sorted(missing))))
-    return Coverage(n, covered, by_node, tuple(gaps))
+            run_start = hours.start_of(i)
+        missing.update(nid for nid in node_ids if not hours.reported[nid][i])
+    if run_start is not None and n:
+        gaps.append(Gap(run_start, hours.start_of(n - 1) + HOUR, tuple(sorted(missing))))
+    return Coverage(n, sum(hours.all_reported), by_node, tuple(gaps))
 
 
 def _sanitary_hours(
-    inst: Installation, hours: Sequence[_Hour], blocked: Sequence[tuple[datetime, datetime]]
+    inst: Installation, hours: _Hours, blocked: Sequence[tuple[datetime, datetime]]
 ) -> list[float]:
     """Per hour, the pit volume the outlet did not account for (0 when accounted)."""
-    out = [0.0] * len(hours)
     if inst.destination is DischargeDestination.SANITARY:
-        return out  # registered to the sanitary sewer: the outlet's volume already goes there
-    # Prefix sums: the three-hour window of each hour in O(1).
-    pit_sum, out_sum = [0.0], [0.0]
-    for h in hours:
-        pit_sum.append(pit_sum[-1] + h.pit_l)
-        out_sum.append(out_sum[-1] + h.outlet_l)
-    n = len(hours)
-    for i, h in enumerate(hours):
-        if not (h.pit_seen and h.outlet_seen) or h.pit_l < MIN_CYCLE_VOLUME_L:
-            continue
-        if blocked and _covers(blocked, h.start, h.start + HOUR):
-            continue  # a frozen line holds the water back; it is not diverted
-        lo, hi = max(0, i - 1), min(n, i + 2)
-        pit = pit_sum[hi] - pit_sum[lo]
-        outlet = out_sum[hi] - out_sum[lo]
-        if outlet < ACCOUNTED_RATIO * pit:
-            out[i] = max(0.0, h.pit_l - h.outlet_l)
+        return [
+            0.0
+        ] * hours.n  # registered to the sanitary sewer: the outlet's volume already goes there
+    pit_l, outlet_l = hours.pit_l, hours.outlet_l
+    pit_win, out_win = _three_hour_sums(pit_l), _three_hour_sums(outlet_l)
+    # Both nodes reported, at least a cycle's volume, and the outlet short over the window.
+    out = [
+        max(0.0, p - o)
+        if pit_seen and outlet_seen and p >= MIN_CYCLE_VOLUME_L and ow < ACCOUNTED_RATIO * pw
+        else 0.0
+        for p, o, pit_seen, outlet_seen, pw, ow in zip(
+            pit_l, outlet_l, hours.pit_seen, hours.outlet_seen, pit_win, out_win, strict=True
+        )
+    ]
+    if blocked:
+        for i, v in enumerate(out):
+            if v and _covers(blocked, hours.start_of(i), hours.start_of(i) + HOUR):
+                out[i] = 0.0  # a frozen line holds the water back; it is not diverted
     return out
 
 
+def _three_hour_sums(values: Sequence[float]) -> list[float]:
+    """Per hour, the sum over it and its two neighbours (a cycle can start in one hour
+    and discharge in the next), from prefix sums taken left to right."""
+    n = len(values)
+    if n == 0:
+        return []
+    prefix = list(accumulate(values, initial=0.0))
+    upper = prefix[2:] + prefix[n:]  # prefix[min(n, i + 2)]
+    lower = prefix[:1] + prefix[: n - 1]  # prefix[max(0, i - 1)]
+    return [hi - lo for hi, lo in zip(upper, lower, strict=True)]
+
+
+def _local_days(hours: _Hours, tz: tzinfo) -> list[tuple[date, int, int]]:
+    """The local days of the hours as (day, first hour, end hour): each hour belongs to
+    the local date its start falls on.
+
+    Found from each local midnight rather than by converting every hour (a season is
+    3,600 of them); where a midnight does not exist (a DST jump at midnight) or the
+    boundary does not check out, every hour is converted after all.
+    """
+    n = hours.n
+    if n == 0:
+        return []
+    base = hours.start.timestamp()
+
+    def day_of(i: int) -> date:
+        return hours.start_of(i).astimezone(tz).date()
+
+    out: list[tuple[date, int, int]] = []
+    day, first = day_of(0), 0
+    while first < n:
+        nxt = day + timedelta(days=1)
+        midnight = datetime.combine(nxt, time(0), tzinfo=tz).timestamp()
+        end = min(n, max(first + 1, math.ceil((midnight - base) / 3600)))
+        if day_of(end - 1) != day or (end < n and day_of(end) == day):
+            return _local_days_hour_by_hour(n, day_of)
+        out.append((day, first, end))
+        if end < n:
+            day = day_of(end)
+        first = end
+    return out
+
+
+def _local_days_hour_by_hour(n: int, day_of: Callable[[int], date]) -> list[tuple[date, int, int]]:
+    out: list[tuple[date, int, int]] = []
+    for i in range(n):
+        d = day_of(i)
+        if out and out[-1][0] == d:
+            out[-1] = (d, out[-1][1], i + 1)
+        else:
+            out.append((d, i, i + 1))
+    return out
+
+
+def _risk_hours(hours: _Hours, surface: bool) -> list[bool]:
+    """Per hour: water flowed out while the air froze (it can ice where it lands) or
+    while the outlet pipe was at 0 °C (the line can freeze shut); a drip at the
+    outlet is not a discharge. (NaN, no reading, compares false.)"""
+    return [
+        outlet >= MIN_CYCLE_VOLUME_L and ((surface and air <= FREEZING_C) or pipe <= FREEZING_C)
+        for outlet, air, pipe in zip(hours.outlet_l, hours.air_min, hours.pipe_min, strict=True)
+    ]
+
+
+def _or(values: Sequence[float], none: float) -> list[float]:
+    """NaN (no reading) replaced by ``none`` (inf for a minimum, -inf for a maximum),
+    so a day's extreme is one ``min``/``max`` over a slice (NaN would poison it)."""
+    return [v if v == v else none for v in values]  # NaN is the one value unequal to itself
+
+
+def _real(value: float) -> float | None:
+    """An extreme found, or None when the day had no reading (still infinite)."""
+    return None if math.isinf(value) else value
+
+
 def _days(
-    site: SiteConfig,
     inst: Installation,
     period: SeasonPeriod,
-    hours: Sequence[_Hour],
+    hours: _Hours,
     sanitary: Sequence[float],
     icing_days: set[date],
     verdict: Verdict,
 ) -> list[DayStats]:
-    tz = period.tz
     dest = inst.destination
+    surface = dest in _SURFACE
     violation_days = set(verdict.confirmed_days)
     suspected_days = set(verdict.suspected_days)
-    grouped: dict[date, list[int]] = defaultdict(list)
-    for i, h in enumerate(hours):
-        grouped[h.start.astimezone(tz).date()].append(i)
-    node_count = len(site.nodes)
+    freezing = [v <= FREEZING_C for v in hours.air_min]
+    inf = math.inf
+    air_min, air_max = _or(hours.air_min, inf), _or(hours.air_max, -inf)
+    pipe_min = _or(hours.pipe_min, inf)
+    risk = _risk_hours(hours, surface)
     out: list[DayStats] = []
-    for day in sorted(grouped):
-        idx = grouped[day]
-        hs = [hours[i] for i in idx]
-        outlet = sum(h.outlet_l for h in hs)
-        suspected = sum(sanitary[i] for i in idx)
-        airs_min = [h.air_min for h in hs if h.air_min is not None]
-        airs_max = [h.air_max for h in hs if h.air_max is not None]
-        pipes = [h.pipe_min for h in hs if h.pipe_min is not None]
-        freezing = [h.air_min is not None and h.air_min <= FREEZING_C for h in hs]
-        # At risk: water flowed out while the air froze (it can ice where it lands) or
-        # while the outlet pipe was at 0 °C (the line can freeze shut).
-        risk = [
-            h.outlet_l >= MIN_CYCLE_VOLUME_L  # a drip at the outlet is not a discharge
-            and (
-                (cold and dest in _SURFACE) or (h.pipe_min is not None and h.pipe_min <= FREEZING_C)
-            )
-            for h, cold in zip(hs, freezing, strict=True)
-        ]
+    for day, a, b in _local_days(hours, period.tz):
+        outlet = sum(hours.outlet_l[a:b])
+        suspected = sum(sanitary[a:b])
         out.append(
             DayStats(
                 day=day,
-                hours=len(hs),
-                covered_hours=sum(len(h.reported) == node_count for h in hs),
-                pump_cycles=sum(h.cycles for h in hs),
-                pump_on_s=sum(h.on_s for h in hs),
-                backup_pump_cycles=sum(h.backup_cycles for h in hs),
-                pit_volume_l=sum(h.pit_l for h in hs),
+                hours=b - a,
+                covered_hours=sum(hours.all_reported[a:b]),
+                pump_cycles=int(sum(hours.cycles[a:b])),
+                pump_on_s=sum(hours.on_s[a:b]),
+                backup_pump_cycles=int(sum(hours.backup_cycles[a:b])),
+                pit_volume_l=sum(hours.pit_l[a:b]),
                 outlet_volume_l=outlet,
-                grade_l=outlet if dest in _SURFACE else 0.0,
+                grade_l=outlet if surface else 0.0,
                 storm_l=outlet if dest is DischargeDestination.STORM_LATERAL else 0.0,
                 sanitary_l=suspected + (outlet if dest is DischargeDestination.SANITARY else 0.0),
-                unaccounted_hours=sum(1 for i in idx if sanitary[i] > 0),
-                air_min_c=min(airs_min) if airs_min else None,
-                air_max_c=max(airs_max) if airs_max else None,
-                pipe_min_c=min(pipes) if pipes else None,
-                freezing_hours=sum(freezing),
-                freezing_risk_hours=sum(risk),
+                unaccounted_hours=sum(1 for v in sanitary[a:b] if v > 0),
+                air_min_c=_real(min(air_min[a:b])),
+                air_max_c=_real(max(air_max[a:b])),
+                pipe_min_c=_real(min(pipe_min[a:b])),
+                freezing_hours=sum(freezing[a:b]),
+                freezing_risk_hours=sum(risk[a:b]),
                 icing=day in icing_days,
                 violation=day in violation_days,
                 suspected=day in suspected_days,
@@ -532,7 +680,7 @@ class SiteInputs:
     period: SeasonPeriod
     through: datetime
     now: datetime
-    rollups: Sequence[Rollup]
+    days: Sequence[DayRollup]
     findings: Sequence[Finding]
     alerts: Sequence[Alert]
     findings_available: bool
@@ -557,22 +705,28 @@ async def read_site_inputs(
     pack = sources.packs.get(site.jurisdiction)
     period = season_period(season, pack, site.timezone)
     through = min(period.end, max(period.start, floor_hour(now)))
-    rollups = await sources.store.rollups(site.id, "1h", period.start, through)
-    findings = [
-        f
-        for f in await sources.findings_of(site.id, period.start, through)
-        if _overlaps(f, period.start, through)
-    ]
-    histories = await sources.levels_of(findings)
+    # Independent reads at once: the database has several reader threads, and SQLite
+    # works without the GIL, so they overlap (a village report makes 5,000 of them).
+    days, found, alerts, not_evaluated = await asyncio.gather(
+        sources.store.day_rollups(site.id, period.start, through),
+        sources.findings_of(site.id, period.start, through),
+        sources.alerts_of(site.id, period.start, through),
+        sources.not_evaluated_of(site.id, period.start, through),
+    )
+    findings = [f for f in found if _overlaps(f, period.start, through)]
+    histories, frozen_evidence, ledger = await asyncio.gather(
+        sources.levels_of(findings),
+        sources.frozen_evidence_of(findings, through),
+        sources.ledger_of(site.id),
+    )
     confirmations = sources.confirmations_of(site.id, period.start, through + CONFIRM_WITHIN)
-    alerts = await sources.alerts_of(site.id, period.start, through)
     return SiteInputs(
         site=site,
         pack=pack,
         period=period,
         through=through,
         now=now,
-        rollups=rollups,
+        days=days,
         findings=findings,
         alerts=alerts,
         findings_available=sources.findings is not None,
@@ -580,9 +734,9 @@ async def read_site_inputs(
         histories=histories,
         confirmations=confirmations,
         histories_available=not findings or bool(histories),
-        not_evaluated=await sources.not_evaluated_of(site.id, period.start, through),
-        frozen_evidence=await sources.frozen_evidence_of(findings, through),
-        ledger=await sources.ledger_of(site.id),
+        not_evaluated=not_evaluated,
+        frozen_evidence=frozen_evidence,
+        ledger=ledger,
     )
 
 
@@ -634,7 +788,7 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
             + f"; the audit uses the record in force on {audited_on:%Y-%m-%d} and lists "
             "what each earlier record of the season failed or left unchecked."
         )
-    hours = _hours(site, inputs.rollups, period.start, through)
+    hours = _hours(site, inputs.days, period.start, through)
     raw_findings = inputs.findings
     verdict = site_verdict(
         site,
@@ -651,7 +805,7 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
     )
     blocked = _intervals([f for f in raw_findings if f.rule_id == "frozen_line"], through)
     sanitary = _sanitary_hours(inst, hours, blocked)
-    days = _days(site, inst, period, hours, sanitary, icing_days, verdict)
+    days = _days(inst, period, hours, sanitary, icing_days, verdict)
     totals = _totals(days)
     coverage = _coverage(site, hours)
     findings = _finding_entries(raw_findings, period, through, pack, inputs.frozen_evidence)
@@ -795,6 +949,25 @@ class _WeekAcc:
         self.violators: set[str] = set()
 
 
+#: Sites of a village report assembled at once: one's reads overlap another's arithmetic.
+#: Small, so memory stays flat (each report is reduced to its row and dropped).
+VILLAGE_CONCURRENCY = 4
+
+
+async def _site_reports(
+    sources: ReportSources, sites: Sequence[SiteConfig], season: str, now: datetime
+) -> AsyncIterator[tuple[SiteConfig, SiteReport]]:
+    """Each site's report, in the order of ``sites`` (the village sums add in that
+    order, so they are the same to the last bit), a few assembled at a time."""
+    for i in range(0, len(sites), VILLAGE_CONCURRENCY):
+        chunk = sites[i : i + VILLAGE_CONCURRENCY]
+        reports = await asyncio.gather(
+            *(assemble_site_report(sources, site.id, season, now=now) for site in chunk)
+        )
+        for site, report in zip(chunk, reports, strict=True):
+            yield site, report
+
+
 def _week_of(day: date) -> date:
     return day - timedelta(days=day.weekday())
 
@@ -826,8 +999,7 @@ async def assemble_village_report(
     first_day: date | None = None
     last_day: date | None = None
     through: datetime | None = None
-    for site in sites:
-        report = await assemble_site_report(sources, site.id, season, now=now)
+    async for site, report in _site_reports(sources, sites, season, now):
         rows.append(status_row(report))
         p = report.period
         first_day = p.first_day if first_day is None else min(first_day, p.first_day)

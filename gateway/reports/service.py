@@ -12,9 +12,6 @@ from typing import Literal
 from gateway.errors import ConfigError
 from gateway.reports.assemble import assemble_site_report, assemble_village_report
 from gateway.reports.models import SiteReport, VillageReport
-from gateway.reports.render_csv import site_csv, village_csv
-from gateway.reports.render_html import site_html, village_html
-from gateway.reports.render_pdf import site_pdf, village_pdf
 from gateway.reports.season import parse_season_label
 from gateway.reports.sources import ReportSources
 from gateway.units import UNIT_SYSTEMS, UnitSystem
@@ -52,6 +49,13 @@ def render(
     The report data is in SI whatever ``units`` is; only the file differs.
     """
     _check(fmt, units)
+    # Imported at the first render, not with the module: the gateway imports this for
+    # its report schedule, and matplotlib and ReportLab are ~0.5 s of its start-up
+    # (issue 17 item 6) for documents written once a month.
+    from gateway.reports.render_csv import site_csv, village_csv
+    from gateway.reports.render_html import site_html, village_html
+    from gateway.reports.render_pdf import site_pdf, village_pdf
+
     if isinstance(report, SiteReport):
         if fmt == "pdf":
             return site_pdf(report, units=units)

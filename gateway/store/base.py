@@ -6,6 +6,7 @@ interface, so they work unchanged on either backend.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -83,6 +84,38 @@ class Rollup:
         return self.start + timedelta(seconds=RESOLUTION_SECONDS[self.resolution])
 
 
+#: The hourly values a day rollup keeps, in the order of its columns (``<name>_h``).
+DAY_SERIES = (
+    "samples",
+    "pump_cycles",
+    "pump_on_s",
+    "backup_pump_cycles",
+    "pumped_volume_l",
+    "pipe_temp_c_min",
+    "air_temp_c_min",
+    "air_temp_c_max",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DayRollup:
+    """One node's UTC day ``[day, day + 24 h)`` as its 24 hourly rollups reduced to
+    what a season report adds up.
+
+    ``hours[name][k]`` is hour ``k``'s value of a :data:`DAY_SERIES` entry, copied
+    from that hour's :class:`Rollup` (``samples`` and the totals; the ``*_min`` and
+    ``*_max`` are the stats' extremes). An hour without a rollup holds 0 and NaN; a
+    statistic the node's kind never has is absent from ``hours``. Being copies, the
+    report's sums over them equal its sums over the hourly rollups bit for bit.
+    """
+
+    site_id: str
+    node_id: str
+    kind: NodeKind
+    day: datetime
+    hours: Mapping[str, array[float]]
+
+
 class TimeSeriesStore(Protocol):
     """Where validated readings are kept."""
 
@@ -112,6 +145,10 @@ class TimeSeriesStore(Protocol):
     async def latest(self, site_id: str) -> dict[str, Reading]:
         """The newest reading of each node of a site, by node id."""
 
+    async def latest_of(self, site_ids: Sequence[str]) -> dict[str, dict[str, Reading]]:
+        """:meth:`latest` of many sites in one call (the console reads 1,000 at once);
+        a site without readings maps to an empty dict."""
+
     async def count(self, site_id: str | None = None) -> int:
         """How many readings are stored (for a site or in all)."""
 
@@ -134,6 +171,13 @@ class TimeSeriesStore(Protocol):
         node_id: str | None = None,
     ) -> list[Rollup]:
         """Stored rollups of a site whose bucket starts in [start, end), by start then node."""
+
+    async def day_rollups(self, site_id: str, start: datetime, end: datetime) -> list[DayRollup]:
+        """A site's day rollups of the UTC days overlapping [start, end), by day then node.
+
+        Always consistent with the stored 1-hour rollups: days whose hours changed since
+        the rollup job last reduced them are reduced first.
+        """
 
     async def refresh_rollups(self, until: datetime | None = None) -> int:
         """Recompute the buckets that new readings touched, up to ``until`` (default now).

@@ -55,7 +55,7 @@ from gateway.errors import StoreError, StoreUnavailable
 from gateway.settings import Settings
 from gateway.state.database import SqliteDatabase
 from gateway.store import rollups as rollup_math
-from gateway.store.base import Resolution, Rollup, SeriesQuery
+from gateway.store.base import DayRollup, Resolution, Rollup, SeriesQuery
 from gateway.store.spool import Spool, SpoolBatch, SpoolFull
 
 log = logging.getLogger(__name__)
@@ -592,6 +592,26 @@ class InfluxStore:
                     out[reading.node_id] = reading
         return out
 
+    async def latest_of(self, site_ids: Sequence[str]) -> dict[str, dict[str, Reading]]:
+        """The newest reading per node of each site: one query per node kind for all
+        sites (grouped by site and node), kept to the sites asked for."""
+        wanted = set(site_ids)
+        statements = ";".join(
+            f'SELECT * FROM "{k}" GROUP BY site_id, node_id ORDER BY time DESC LIMIT 1'
+            for k in _KINDS
+        )
+        out: dict[str, dict[str, Reading]] = {site_id: {} for site_id in site_ids}
+        for series in await self._query(statements):
+            for row in self._rows(series):
+                if row["site_id"] not in wanted:
+                    continue
+                reading = self._reading(NodeKind(series["name"]), row)
+                latest = out[reading.site_id]
+                have = latest.get(reading.node_id)
+                if have is None or reading.ts > have.ts:
+                    latest[reading.node_id] = reading
+        return out
+
     async def count(self, site_id: str | None = None) -> int:
         """Stored points (each message is one point; ``seq`` is always present)."""
         where = "" if site_id is None else f" WHERE site_id = {_quote(site_id)}"
@@ -680,6 +700,21 @@ class InfluxStore:
     async def refresh_rollups(self, until: datetime | None = None) -> int:
         """Recompute the rollup buckets that new points touched (see ``rollups``)."""
         return await rollup_math.refresh(self, self.dirty, until)
+
+    async def day_rollups(self, site_id: str, start: datetime, end: datetime) -> list[DayRollup]:
+        """A site's day rollups of the UTC days overlapping [start, end), by day then node.
+
+        The documented fallback (docs/reports.md): reduced on read from the 1-hour
+        rollups, with the same function the SQLite store keeps its table with, so
+        both stores give the same days; only the read is not smaller here.
+        """
+        day = rollup_math.DAY_S
+        first = rollup_math.floor_to(start.timestamp(), day)
+        last = -rollup_math.floor_to(-end.timestamp(), day)  # whole days, as SQLite keeps them
+        hourly = await self.rollups(
+            site_id, "1h", datetime.fromtimestamp(first, UTC), datetime.fromtimestamp(last, UTC)
+        )
+        return rollup_math.reduce_days(hourly)
 
     def _require_client(self) -> httpx.AsyncClient:
         if self._client is None:

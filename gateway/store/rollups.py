@@ -28,7 +28,9 @@ import asyncio
 import logging
 import math
 import sqlite3
+import sys
 import time
+from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,7 +41,15 @@ from gateway.contract import FIELDS, NodeKind
 from gateway.domain import Reading
 from gateway.errors import SumpWatchError
 from gateway.state.database import SqliteDatabase
-from gateway.store.base import RESOLUTION_SECONDS, FieldStats, Resolution, Rollup, SeriesQuery
+from gateway.store.base import (
+    DAY_SERIES,
+    RESOLUTION_SECONDS,
+    DayRollup,
+    FieldStats,
+    Resolution,
+    Rollup,
+    SeriesQuery,
+)
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +279,87 @@ def compose(parts: Sequence[Rollup], resolution: Resolution, start: datetime) ->
         backup_pump_on_s=sum(p.backup_pump_on_s for p in parts),
         pumped_volume_l=sum(p.pumped_volume_l for p in parts),
     )
+
+
+# -- days -----------------------------------------------------------------------------
+
+DAY_S = 86_400
+NAN = float("nan")
+#: The extremes a day rollup keeps, per node kind: (series, field, statistic).
+_DAY_EXTREMES: dict[NodeKind, tuple[tuple[str, str, str], ...]] = {
+    NodeKind.PIT: (),
+    NodeKind.DISCHARGE: (("pipe_temp_c_min", "pipe_temp_c", "min"),),
+    NodeKind.AIR: (
+        ("air_temp_c_min", "air_temp_c", "min"),
+        ("air_temp_c_max", "air_temp_c", "max"),
+    ),
+}
+#: The totals a day rollup keeps, per node kind (the others are always 0 for that kind).
+_DAY_TOTALS: dict[NodeKind, tuple[str, ...]] = {
+    NodeKind.PIT: ("pump_cycles", "pump_on_s", "backup_pump_cycles"),
+    NodeKind.DISCHARGE: ("pumped_volume_l",),
+    NodeKind.AIR: (),
+}
+
+
+def day_series(kind: NodeKind) -> tuple[str, ...]:
+    """The :data:`DAY_SERIES` a node of ``kind`` has (in column order)."""
+    own = {"samples", *_DAY_TOTALS[kind], *(name for name, _f, _s in _DAY_EXTREMES[kind])}
+    return tuple(name for name in DAY_SERIES if name in own)
+
+
+def reduce_days(hourly: Iterable[Rollup]) -> list[DayRollup]:
+    """Day rollups from 1-hour rollups (any order), by day then node.
+
+    Pure copies of the hourly values into 24-slot arrays, no arithmetic, so anything
+    summed from the days equals the same sum over the hours.
+    """
+    days: dict[tuple[int, str], tuple[Rollup, dict[str, array[float]]]] = {}
+    for r in hourly:
+        epoch = int(r.start.timestamp())
+        key = (floor_to(epoch, DAY_S), r.node_id)
+        entry = days.get(key)
+        if entry is None:
+            entry = days[key] = (r, _empty_day(r.kind))
+        _put_hour(entry[1], r, (epoch - key[0]) // 3600)
+    return [
+        DayRollup(first.site_id, first.node_id, first.kind, datetime.fromtimestamp(day, UTC), hours)
+        for (day, _node), (first, hours) in sorted(days.items())
+    ]
+
+
+def _empty_day(kind: NodeKind) -> dict[str, array[float]]:
+    extremes = {name for name, _f, _s in _DAY_EXTREMES[kind]}
+    return {name: array("d", [NAN if name in extremes else 0.0]) * 24 for name in day_series(kind)}
+
+
+def _put_hour(hours: dict[str, array[float]], r: Rollup, k: int) -> None:
+    hours["samples"][k] = r.samples
+    for name in _DAY_TOTALS[r.kind]:
+        hours[name][k] = getattr(r, name)
+    for name, field_name, stat in _DAY_EXTREMES[r.kind]:
+        st = r.stats.get(field_name)
+        hours[name][k] = NAN if st is None else getattr(st, stat)
+
+
+_BIG_ENDIAN = sys.byteorder == "big"
+
+
+def pack_hours(values: array[float]) -> bytes:
+    """24 hourly values as stored: little-endian float64 whatever the machine."""
+    if _BIG_ENDIAN:
+        values = array("d", values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def unpack_hours(blob: bytes) -> array[float]:
+    """The inverse of :func:`pack_hours`."""
+    values = array("d")
+    values.frombytes(blob)
+    if _BIG_ENDIAN:
+        values.byteswap()
+    return values
 
 
 # -- dirty marks ---------------------------------------------------------------------

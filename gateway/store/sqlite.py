@@ -17,7 +17,7 @@ from gateway.contract import FIELDS, NodeKind
 from gateway.domain import FindingEvent, Reading, StatusChange
 from gateway.state.database import SqliteDatabase
 from gateway.store import rollups as rollup_math
-from gateway.store.base import FieldStats, Resolution, Rollup, SeriesQuery
+from gateway.store.base import DAY_SERIES, DayRollup, FieldStats, Resolution, Rollup, SeriesQuery
 
 _FIELD_NAMES = tuple(FIELDS)
 _COLUMNS = (
@@ -47,6 +47,20 @@ _SELECT_IDENTITY = (
 )
 
 
+#: A site's node ids, one index seek each (a skip scan: SQLite has none of its own).
+_NODES_OF_SITE = (
+    "WITH RECURSIVE nodes(id) AS ("
+    " SELECT MIN(node_id) FROM readings WHERE site_id = ?1"
+    " UNION ALL"
+    " SELECT (SELECT MIN(node_id) FROM readings WHERE site_id = ?2 AND node_id > id)"
+    " FROM nodes WHERE id IS NOT NULL"
+    ") SELECT id FROM nodes WHERE id IS NOT NULL"
+)
+_NEWEST_OF_NODE = (
+    "SELECT * FROM readings WHERE site_id = ? AND node_id = ? ORDER BY ts DESC LIMIT 1"
+)
+
+
 def to_epoch(value: datetime) -> float:
     """Seconds since the epoch (the store's time unit)."""
     return value.timestamp()
@@ -69,7 +83,7 @@ def _row(reading: Reading) -> tuple[Any, ...]:
         reading.received_at.timestamp(),
         reading.battery_v,
         reading.rssi_dbm,
-        *(values.get(name) for name in _FIELD_NAMES),
+        *map(values.get, _FIELD_NAMES),  # C-level, not a generator per row (issue 17)
     )
 
 
@@ -197,6 +211,28 @@ class SqliteStore:
 
         return await self.db.read(run)
 
+    async def latest_of(self, site_ids: Sequence[str]) -> dict[str, dict[str, Reading]]:
+        """The newest reading per node of each site, in one read.
+
+        Per site, its node ids are found by skipping through the (site, node, ts) index
+        and each node's newest row is one index seek, so the cost does not grow with
+        how many readings a node has (the single-site query groups all of them).
+        """
+        ids = list(dict.fromkeys(site_ids))
+
+        def run(conn: sqlite3.Connection) -> dict[str, dict[str, Reading]]:
+            out: dict[str, dict[str, Reading]] = {}
+            for site_id in ids:
+                nodes = [row[0] for row in conn.execute(_NODES_OF_SITE, (site_id, site_id))]
+                latest = out[site_id] = {}
+                for node_id in nodes:
+                    row = conn.execute(_NEWEST_OF_NODE, (site_id, node_id)).fetchone()
+                    if row is not None:
+                        latest[node_id] = _reading(row)
+            return out
+
+        return await self.db.read(run)
+
     async def count(self, site_id: str | None = None) -> int:
         """Number of stored readings."""
 
@@ -281,13 +317,46 @@ class SqliteStore:
                     f"VALUES ({', '.join('?' for _ in _ROLLUP_COLUMNS)})",
                     rows,
                 )
+            # Same transaction: a day rollup is never left behind its hours.
+            _mark_days(conn, by_table.get("rollup_1h", ()))
 
         if by_table:
             await self.db.write(run)
 
     async def refresh_rollups(self, until: datetime | None = None) -> int:
-        """Recompute the rollup buckets that new readings touched (see ``rollups``)."""
-        return await rollup_math.refresh(self, self.dirty, until)
+        """Recompute the rollup buckets that new readings touched (see ``rollups``),
+        then the day rollups of the hours that changed."""
+        written = await rollup_math.refresh(self, self.dirty, until)
+        while await self.db.write(lambda conn: _reduce_due_days(conn, None, _DAYS_PER_TX)):
+            pass  # a backlog (a migrated database) in short transactions: ingest goes on
+        return written
+
+    async def day_rollups(self, site_id: str, start: datetime, end: datetime) -> list[DayRollup]:
+        """A site's day rollups of the UTC days overlapping [start, end), by day then node.
+
+        Days the rollup job has not reduced yet are reduced first (one write, only when
+        there are any), so the answer always matches the 1-hour rollups.
+        """
+        args = (
+            site_id,
+            rollup_math.floor_to(start.timestamp(), rollup_math.DAY_S),
+            end.timestamp(),
+        )
+
+        def run(conn: sqlite3.Connection) -> list[DayRollup] | None:
+            due = "SELECT 1 FROM rollup_1d_dirty WHERE site_id = ? LIMIT 1"
+            if conn.execute(due, (site_id,)).fetchone() is not None:
+                return None
+            cursor = conn.execute(_SELECT_DAYS, args)
+            cursor.row_factory = None
+            days: dict[int, datetime] = {}
+            return [_decode_day(row, days) for row in cursor]
+
+        found = await self.db.read(run)
+        if found is None:
+            await self.db.write(lambda conn: _reduce_due_days(conn, site_id, None))
+            found = await self.db.read(run)
+        return found or []
 
 
 _COL = {name: i for i, name in enumerate(_ROLLUP_COLUMNS)}
@@ -342,6 +411,88 @@ def _decode_rollup(row: tuple[Any, ...], resolution: Resolution, start: datetime
         backup_pump_on_s=float(row[_B_ON_S] or 0.0),
         pumped_volume_l=float(row[_VOLUME] or 0.0),
     )
+
+
+#: Most day rollups reduced in one write transaction by the rollup job.
+_DAYS_PER_TX = 500
+_DAY_COLUMNS = ("site_id", "node_id", "day", "kind", *(f"{name}_h" for name in DAY_SERIES))
+_SELECT_DAYS = (
+    f"SELECT {', '.join(_DAY_COLUMNS)} FROM rollup_1d "
+    "WHERE site_id = ? AND day >= ? AND day < ? ORDER BY day, node_id"
+)
+_UPSERT_DAY = (
+    f"INSERT OR REPLACE INTO rollup_1d ({', '.join(_DAY_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _DAY_COLUMNS)})"
+)
+
+
+def _mark_days(conn: sqlite3.Connection, hour_rows: Sequence[tuple[Any, ...]]) -> None:
+    """Mark the days of written 1-hour rollup rows (site, node, bucket, ...) for reduction."""
+    days = {(row[0], row[1], rollup_math.floor_to(row[2], rollup_math.DAY_S)) for row in hour_rows}
+    conn.executemany(
+        "INSERT OR IGNORE INTO rollup_1d_dirty (site_id, node_id, day) VALUES (?, ?, ?)",
+        sorted(days),
+    )
+
+
+def _reduce_due_days(conn: sqlite3.Connection, site_id: str | None, limit: int | None) -> int:
+    """Recompute marked days (of one site, or any) from their 1-hour rollups; return how many.
+
+    Runs in the writer's transaction, so a mark is deleted together with the row it
+    produced and an hour saved meanwhile marks its day again.
+    """
+    sql = "SELECT site_id, node_id, day FROM rollup_1d_dirty"
+    args: list[Any] = []
+    if site_id is not None:
+        sql += " WHERE site_id = ?"
+        args.append(site_id)
+    if limit is not None:
+        sql += " LIMIT ?"
+        args.append(limit)
+    marks = conn.execute(sql, args).fetchall()
+    for site, node, day in marks:
+        cursor = conn.execute(
+            f"SELECT {', '.join(_ROLLUP_COLUMNS)} FROM rollup_1h "
+            "WHERE site_id = ? AND node_id = ? AND bucket >= ? AND bucket < ?",
+            (site, node, day, day + rollup_math.DAY_S),
+        )
+        cursor.row_factory = None
+        hours = [_decode_rollup(row, "1h", from_epoch(row[2])) for row in cursor]
+        conn.execute(
+            "DELETE FROM rollup_1d WHERE site_id = ? AND node_id = ? AND day = ?", (site, node, day)
+        )
+        for d in rollup_math.reduce_days(hours):
+            conn.execute(_UPSERT_DAY, _day_row(d))
+        conn.execute(
+            "DELETE FROM rollup_1d_dirty WHERE site_id = ? AND node_id = ? AND day = ?",
+            (site, node, day),
+        )
+    return len(marks)
+
+
+def _day_row(d: DayRollup) -> tuple[Any, ...]:
+    blobs = (d.hours.get(name) for name in DAY_SERIES)
+    return (
+        d.site_id,
+        d.node_id,
+        int(d.day.timestamp()),
+        d.kind.value,
+        *(None if b is None else rollup_math.pack_hours(b) for b in blobs),
+    )
+
+
+def _decode_day(row: tuple[Any, ...], days: dict[int, datetime]) -> DayRollup:
+    """A stored day; ``days`` caches the day's datetime across the nodes of a read."""
+    unpack = rollup_math.unpack_hours
+    hours = {
+        name: unpack(blob)
+        for name, blob in zip(DAY_SERIES, row[4:], strict=True)
+        if blob is not None
+    }
+    day = days.get(row[2])
+    if day is None:
+        day = days[row[2]] = from_epoch(row[2])
+    return DayRollup(row[0], row[1], _KINDS[row[3]], day, hours)
 
 
 def _mark_unrolled_readings(conn: sqlite3.Connection) -> None:

@@ -15,6 +15,7 @@ from gateway.domain import Finding, Reading
 from gateway.registry import SiteConfig
 from gateway.rules.audit import AuditItem, audit_site
 from gateway.rules.pack import RulePack
+from gateway.rules.verdict import Verdict, site_verdict
 from gateway.services import Services, current_verdict
 from gateway.store.base import Rollup, SeriesQuery
 from gateway.store.rollups import MAX_HOLD_S, compute_minutes, floor_to
@@ -41,6 +42,33 @@ def audit(services: Services, site: SiteConfig) -> list[AuditItem]:
 
 #: The site's one compliance verdict now (see :func:`gateway.services.current_verdict`).
 verdict = current_verdict
+
+
+async def verdicts(
+    services: Services, sites: Iterable[SiteConfig], now: datetime, findings: list[Finding]
+) -> dict[str, Verdict]:
+    """:func:`verdict` of many sites (the console's village), with the level histories
+    of all their open findings read at once instead of one query per site."""
+    of_site: dict[str, list[Finding]] = {}
+    for f in findings:
+        of_site.setdefault(f.site_id, []).append(f)
+    ids = [f.id for f in findings]
+    histories = await services.findings.level_histories(ids) if ids else {}
+    out = {}
+    for site in sites:
+        mine = of_site.get(site.id, [])
+        since = min((f.opened_at for f in mine), default=now)
+        records = services.confirmations.confirmations(site.id, since, now + timedelta(seconds=1))
+        out[site.id] = site_verdict(
+            site,
+            services.packs.get(site.jurisdiction),
+            as_of=now,
+            findings=mine,
+            histories={f.id: histories[f.id] for f in mine if f.id in histories},
+            confirmations=records,
+            since=since,
+        )
+    return out
 
 
 async def open_findings(services: Services, site_ids: Iterable[str] | None = None) -> list[Finding]:

@@ -8,9 +8,9 @@ where it is made.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -729,11 +729,17 @@ async def console_view(
     factor = runtime.settings.silence_factor
     rows: list[ConsoleRow] = []
     audit_rows: list[AuditRow] = []
+    # One store read for the whole village (1,000 sites), and each site's findings and
+    # alerts picked by key rather than by scanning every list once per site.
+    latest_of = await runtime.store.latest_of([s.id for s in sites])
+    findings_of = _by_site(findings)
+    alerts_of = _by_site(alerts)
+    verdicts = await sources.verdicts(runtime, sites, now, findings)
     for site in sites:
-        latest: dict[str, Reading] = await runtime.store.latest(site.id)
-        site_findings = [f for f in findings if f.site_id == site.id]
-        site_alerts = [a for a in alerts if a.site_id == site.id]
-        verdict = await sources.verdict(runtime, site, now, site_findings)
+        latest: dict[str, Reading] = latest_of.get(site.id, {})
+        site_findings = findings_of.get(site.id, [])
+        site_alerts = alerts_of.get(site.id, [])
+        verdict = verdicts[site.id]
         status = _status(
             site, latest, site_findings, site_alerts, now, factor, True, _suspected_rules(verdict)
         )
@@ -800,6 +806,23 @@ async def console_view(
         audit=audit_rows,
         has_map=any(s.lat is not None and s.lon is not None for s in sites),
     )
+
+
+class _OfSite(Protocol):
+    @property
+    def site_id(self) -> str:
+        """The site the item belongs to."""
+
+
+_T = TypeVar("_T", bound=_OfSite)
+
+
+def _by_site(items: Iterable[_T]) -> dict[str, list[_T]]:
+    """Findings or alerts grouped by their site, each group in the given order."""
+    out: dict[str, list[_T]] = {}
+    for item in items:
+        out.setdefault(item.site_id, []).append(item)
+    return out
 
 
 def console_summary(rows: list[ConsoleRow]) -> str:

@@ -1,0 +1,3 @@
+-- Migration 7 on PostgreSQL (see 0007_rollup_1d.sql): no statements. The day rollups
+-- are time-series tables of the SQLite store (with the readings and the 1-hour
+-- rollups), which never live in PostgreSQL; the step keeps both chains numbered alike.
