@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -21,7 +22,8 @@ from gateway.accounts.cli import user_app
 from gateway.cases.cli import case_app
 from gateway.examples import EXAMPLE_SITES, EXAMPLE_USERS
 from gateway.provision import provision, provision_gateway, provision_homeassistant
-from gateway.reports.cli import report_app
+from gateway.reports import cli as report_cli
+from gateway.reports.sources import ReportSources
 from gateway.rules import cli as rules_cli
 from gateway.settings import Settings, load_settings
 from gateway.state.cli import db_app
@@ -337,10 +339,18 @@ def schema(
     console.print(f"wrote {out}")
 
 
+def _report_sources(settings: Settings) -> AbstractAsyncContextManager[ReportSources]:
+    """The running gateway's report sources, for ``sumpwatch report`` (imported when
+    a report is written: the runtime is heavy for the other commands)."""
+    from gateway.runtime import report_sources
+
+    return report_sources(settings)
+
+
 # Commands that live with their feature's package.
 app.command("audit")(rules_cli.audit)
 app.command("replay")(rules_cli.replay)
-app.add_typer(report_app, name="report")
+app.add_typer(report_cli.mount(_report_sources), name="report")
 app.add_typer(user_app, name="user")
 app.add_typer(case_app, name="case")
 app.command("provision")(provision)

@@ -28,7 +28,7 @@ from gateway.metrics import Metrics
 from gateway.pipeline import FindingSink, Pipeline
 from gateway.registry import SiteRegistry, load_registry
 from gateway.reports.schedule import run_report_schedule
-from gateway.reports.sources import sources_from_services
+from gateway.reports.sources import ReportSources, sources_from_services
 from gateway.rules.engine import RulesEngine
 from gateway.rules.pack import DEFAULT_SEASON_START, RulePack, load_packs
 from gateway.services import Ingest, Services
@@ -377,9 +377,19 @@ async def run_web(settings: Settings) -> AsyncIterator[WebRuntime]:
             alerts=alerts,
             state=StateRepository(state_db),
             confirmations=cases,
+            ledger=cases,
             state_db=None if state_db is db else state_db,
         )
         yield WebRuntime(services, cases)
+
+
+@contextlib.asynccontextmanager
+async def report_sources(settings: Settings) -> AsyncIterator[ReportSources]:
+    """What ``sumpwatch report`` reads: the same sources as a running gateway's reports
+    (state on SQLite or PostgreSQL, the sites as cases amend them, frozen snapshots,
+    the ledger), without ingestion, so a command-line report and the API's agree."""
+    async with run_web(settings) as web:
+        yield sources_from_services(web.services)
 
 
 @contextlib.asynccontextmanager

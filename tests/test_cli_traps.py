@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gateway.accounts.cli import user_app
+from gateway.cli import app as cli_app  # the mounted command, as `sumpwatch report`
 from gateway.durations import DurationError, parse_duration, say_duration
-from gateway.reports.cli import report_app
 from tests.test_reports_delivery import SEASON, _populate, _write_sites
 
 
@@ -23,8 +23,8 @@ def test_report_winter_refuses_a_data_folder_without_sumpwatch_data(tmp_path: Pa
     sites = _write_sites(tmp_path / "sites")
     empty = tmp_path / "nothing-here"
     result = CliRunner().invoke(
-        report_app,
-        ["winter", "--season", SEASON, "--site", "h1", "--data-dir", str(empty),
+        cli_app,
+        ["report", "winter", "--season", SEASON, "--site", "h1", "--data-dir", str(empty),
          "--sites", str(sites), "--out", str(tmp_path / "x.pdf")],
     )  # fmt: skip
     assert result.exit_code == 2
@@ -39,8 +39,8 @@ def test_report_winter_without_out_writes_under_the_data_folder_and_says_where(
     data = tmp_path / "data"
     sites = asyncio.run(_populate(data))
     result = CliRunner().invoke(
-        report_app,
-        ["winter", "--season", SEASON, "--site", "h1", "--format", "csv",
+        cli_app,
+        ["report", "winter", "--season", SEASON, "--site", "h1", "--format", "csv",
          "--data-dir", str(data), "--sites", str(sites)],
     )  # fmt: skip
     assert result.exit_code == 0, result.output

@@ -20,11 +20,11 @@ from fastapi import Depends, FastAPI
 from typer.testing import CliRunner, Result
 
 from gateway.accounts.access import access_control
+from gateway.cli import app as cli_app  # the mounted command, as `sumpwatch report`
 from gateway.contract import NodeKind
 from gateway.domain import Citation, Finding, FindingChange, FindingEvent, Severity
 from gateway.problems import install_error_handlers
 from gateway.registry.models import load_registry
-from gateway.reports.cli import report_app
 from gateway.reports.routes import router
 from gateway.reports.schedule import due_reports, run_report_schedule, run_schedule_once
 from gateway.reports.sources import ReportSources, SqliteAlerts
@@ -34,6 +34,7 @@ from gateway.settings import Settings
 from gateway.state.database import SqliteDatabase
 from gateway.state.deadletters import StateRepository
 from gateway.state.findings import FindingRepository
+from gateway.state.postgres import PostgresDatabase
 from gateway.store.base import Rollup
 from gateway.store.sqlite import SqliteStore
 from gateway.units import convert
@@ -66,8 +67,9 @@ def _write_sites(data_dir: Path) -> Path:
     return sites_file
 
 
-async def _populate(data_dir: Path) -> Path:
-    """A store with two days of h1 rollups and one sanitary violation finding."""
+async def _populate(data_dir: Path, state_url: str | None = None) -> Path:
+    """A store with two days of h1 rollups and one sanitary violation finding (in the
+    state database at ``state_url`` when given, else in the SQLite file)."""
     sites_file = await asyncio.to_thread(_write_sites, data_dir)
     db = SqliteDatabase(data_dir / "sumpwatch.db")
     await db.open()
@@ -81,7 +83,10 @@ async def _populate(data_dir: Path) -> Path:
             Rollup("h1", "outlet", NodeKind.DISCHARGE, "1h", t, samples=360, pumped_volume_l=5.0)
         )
     await store.save_rollups(rollups)
-    repo = FindingRepository(db)
+    state = db if state_url is None else PostgresDatabase(state_url)
+    if state is not db:
+        await state.open()
+    repo = FindingRepository(state)
     await repo.open()
     finding = Finding(
         id="f-hose",
@@ -96,6 +101,8 @@ async def _populate(data_dir: Path) -> Path:
         citations=(Citation("000_86c7187f3bed6ca5.txt", "(b)", "No ... sump pump shall"),),
     )
     await repo.apply([FindingEvent(FindingChange.OPENED, finding)])
+    if state is not db:
+        await state.close()
     await db.close()
     return sites_file
 
@@ -182,7 +189,23 @@ def _report_cli(tmp_path: Path, *args: str) -> Result:
     """``sumpwatch report winter --season SEASON <args>`` over a populated data dir."""
     sites_file = asyncio.run(_populate(tmp_path / "data"))
     deployment = ["--data-dir", str(tmp_path / "data"), "--sites", str(sites_file)]
-    return CliRunner().invoke(report_app, ["winter", "--season", SEASON, *args, *deployment])
+    return CliRunner().invoke(cli_app, ["report", "winter", "--season", SEASON, *args, *deployment])
+
+
+def test_cli_reads_the_findings_of_a_state_kept_in_postgresql(tmp_path: Path, pg_url: str) -> None:
+    # The command reads what the running gateway's reports read (issue 18): with a
+    # state_url, the findings are in PostgreSQL, not in the data dir's SQLite file.
+    sites_file = asyncio.run(_populate(tmp_path / "data", state_url=pg_url))
+    out = tmp_path / "h1.csv"
+    result = CliRunner().invoke(
+        cli_app,
+        ["report", "winter", "--season", SEASON, "--site", "h1", "--format", "csv",
+         "--out", str(out), "--data-dir", str(tmp_path / "data"), "--sites", str(sites_file)],
+        env={"SUMPWATCH_STATE_URL": pg_url},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    total = list(csv.DictReader(out.open()))[-1]
+    assert total["suspected_day"] != "0"
 
 
 def test_cli_writes_the_report_named_by_its_scope_into_a_folder(tmp_path: Path) -> None:

@@ -1,15 +1,15 @@
 """``sumpwatch report winter ...``: the report commands (a typer sub-app).
 
-Mount with ``app.add_typer(report_app, name="report")`` in ``gateway/cli.py``.
-The command reads the same store and state as the running gateway (the SQLite
-file, or InfluxDB plus the SQLite state file) and needs no broker.
+Mounted by ``gateway/cli.py`` with :func:`mount`, which hands over the running
+gateway's sources: the command reads the same store and state (SQLite, or InfluxDB;
+state on SQLite or PostgreSQL) and needs no broker.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -18,13 +18,9 @@ import typer
 from rich.console import Console
 
 from gateway.errors import SumpWatchError
-from gateway.registry.models import load_registry
 from gateway.reports.service import FORMATS, ReportFormat, build_winter_report, write_atomically
-from gateway.reports.sources import ReportSources, SqliteAlerts
-from gateway.rules.pack import load_packs
+from gateway.reports.sources import ReportSources
 from gateway.settings import Settings, load_settings
-from gateway.state.database import SqliteDatabase
-from gateway.store.factory import make_store
 from gateway.units import UnitSystem, parse_unit_system
 
 report_app = typer.Typer(help="Winter monitoring reports (PDF, HTML, CSV).", no_args_is_help=True)
@@ -36,26 +32,24 @@ def report() -> None:
     """Winter monitoring reports (PDF, HTML, CSV)."""
 
 
-@contextlib.asynccontextmanager
-async def open_sources(settings: Settings) -> AsyncIterator[ReportSources]:
-    """Report sources over the gateway's stores, opened for the duration of the block."""
-    from gateway.state.findings import FindingRepository
+#: Opens what the command reads. The composition root hands it over when it mounts
+#: the command (:func:`mount`, from ``gateway/cli.py``): the running gateway's own
+#: sources (state on SQLite or PostgreSQL, the sites as enforcement cases amend them,
+#: frozen snapshots, the ledger), so a command-line report and the API's agree.
+SourcesOpener = Callable[[Settings], AbstractAsyncContextManager[ReportSources]]
+_opener: list[SourcesOpener] = []
 
-    registry = load_registry(settings.sites_file)
-    packs = load_packs(settings.rule_packs_dir)
-    db = SqliteDatabase(settings.sqlite_file)
-    await db.open()
-    try:
-        store = make_store(settings, db)
-        await store.open()
-        try:
-            findings = FindingRepository(db)
-            await findings.open()
-            yield ReportSources(registry, packs, store, findings, SqliteAlerts(db))
-        finally:
-            await store.close()
-    finally:
-        await db.close()
+
+def mount(opener: SourcesOpener) -> typer.Typer:
+    """The report commands, reading through ``opener``."""
+    _opener[:] = [opener]
+    return report_app
+
+
+def _open_sources(settings: Settings) -> AbstractAsyncContextManager[ReportSources]:
+    if not _opener:
+        raise SumpWatchError("the report commands were not mounted with their sources")
+    return _opener[0](settings)
 
 
 class NoData(SumpWatchError):
@@ -90,7 +84,7 @@ async def write_winter_report(
     if out is None:
         out = settings.reports_folder
         await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
-    async with open_sources(settings) as sources:
+    async with _open_sources(settings) as sources:
         rendered = await build_winter_report(
             sources, season, fmt, site=site, jurisdiction=jurisdiction, now=now, units=units
         )
