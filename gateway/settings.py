@@ -53,6 +53,11 @@ class Settings(BaseSettings):
         None, description="Join the $share/<group>/ subscription (scale-out)"
     )
     mqtt_reconnect_max_s: float = 30.0
+    mqtt_fast_path: bool = Field(
+        True,
+        description="Parse PUBLISH packets in bulk (gateway/ingest/_paho_fastpath.py); off: "
+        "aiomqtt's own message loop, ~5x slower, for a paho release the fast path does not know",
+    )
     mqtt_shards: int = Field(1, ge=1, description="Gateways splitting the sites (scale-out)")
     mqtt_shard: int | None = Field(
         None, ge=0, description="This gateway's share: sites with crc32(id) % shards == shard"

@@ -55,6 +55,25 @@ async def test_messages_published_while_the_gateway_is_down_are_stored_after_res
         assert await runtime.store.count() == 5000
 
 
+async def test_without_the_fast_path_aiomqtts_own_loop_stores_and_acknowledges_everything(
+    gateway_settings: Settings, mosquitto: BrokerProcess
+) -> None:
+    settings = gateway_settings.model_copy(update={"mqtt_fast_path": False})
+    async with run_gateway(settings) as runtime:
+        await wait_connected(runtime)
+    messages = pit_messages(2000)
+    await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, messages)
+    async with run_gateway(settings) as runtime:
+        await _stored(runtime, 2000)
+        await asyncio.sleep(0.3)
+    # Every message was acknowledged after its commit: the broker sends none again.
+    async with run_gateway(settings) as runtime:
+        await wait_connected(runtime)
+        await asyncio.sleep(1.0)
+        assert runtime.metrics.received == 0
+        assert await runtime.store.count() == 2000
+
+
 async def test_the_same_message_delivered_twice_yields_one_row(
     gateway: Runtime, mosquitto: BrokerProcess
 ) -> None:

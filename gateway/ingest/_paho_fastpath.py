@@ -220,3 +220,21 @@ class FastPath:
             return
         packet = b"".join(_PUBACK.pack(0x40, 2, mid) for mid in mids)
         self._paho._packet_queue(paho_mqtt.PUBACK, packet, 0, 0)
+
+
+class PlainPath:
+    """The fallback (``mqtt_fast_path = false``): aiomqtt's own message loop delivers
+    each PUBLISH; acks go through paho's public ``ack`` one by one. The same
+    interface as :class:`FastPath` for the source: ``owns``, ``ack`` and ``skipped``."""
+
+    def __init__(self, client: aiomqtt.Client, owns: Callable[[str], bool] | None = None) -> None:
+        self._paho: paho_mqtt.Client = client._client
+        self.owns = owns
+        self.skipped = 0
+
+    def ack(self, mids: Sequence[int]) -> None:
+        """Send the PUBACK of each of ``mids``."""
+        if self._paho._sock is None:
+            return
+        for mid in mids:
+            self._paho.ack(mid, 1)

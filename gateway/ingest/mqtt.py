@@ -41,7 +41,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from gateway.contract import SUBSCRIPTIONS, TOPIC_ROOT
 from gateway.domain import RawMessage
 from gateway.errors import ConfigError
-from gateway.ingest._paho_fastpath import FastPath, Publish, enable_manual_ack
+from gateway.ingest._paho_fastpath import FastPath, PlainPath, Publish, enable_manual_ack
 from gateway.registry import load_registry
 from gateway.settings import Settings
 
@@ -54,6 +54,22 @@ def tls_context(settings: Settings) -> ssl.SSLContext | None:
         return None
     cafile = str(settings.mqtt_ca_file) if settings.mqtt_ca_file else None
     return ssl.create_default_context(cafile=cafile)
+
+
+def _deliver(
+    message: aiomqtt.Message, receive: Callable[[Publish], None], path: FastPath | PlainPath
+) -> None:
+    """One message of aiomqtt's own loop to the handler (the plain path), or acked and
+    dropped when it is another shard's site (that gateway gets its own copy)."""
+    topic = message.topic.value
+    if isinstance(path, PlainPath) and path.owns is not None and not path.owns(topic):
+        path.skipped += 1
+        if message.qos:
+            path.ack([message.mid])
+        return
+    payload = message.payload
+    body = payload if isinstance(payload, bytes) else str(payload).encode()
+    receive(Publish(topic, body, message.mid, message.qos, message.retain))
 
 
 CLIENT_ID_FILE = "mqtt-client-id"
@@ -184,7 +200,7 @@ class MqttSource:
         self.partition = partition
         self._on_connection = on_connection
         self._client: aiomqtt.Client | None = None
-        self._fast: FastPath | None = None
+        self._fast: FastPath | PlainPath | None = None
         self._generation = 0
         self.skipped = 0  # other shards' messages acked unprocessed, earlier connections
         self.connected = False
@@ -245,7 +261,12 @@ class MqttSource:
                     else None
                 )
                 v5 = self._settings.mqtt_protocol == "5"
-                self._fast = FastPath(client, receive, owns, v5=v5)
+                path: FastPath | PlainPath = (
+                    FastPath(client, receive, owns, v5=v5)
+                    if self._settings.mqtt_fast_path
+                    else PlainPath(client, owns)
+                )
+                self._fast = path
                 async with client:
                     self._client = client
                     topics = self._topics()
@@ -260,19 +281,11 @@ class MqttSource:
                     self._set_connected(True)
                     delay = 0.5
                     log.info("subscribed to %d filters, e.g. %s", len(topics), topics[:2])
-                    # Messages go straight to the handler (see FastPath); this mostly
-                    # waits for the connection to end, which raises MqttError.
-                    async for message in client.messages:  # pragma: no cover - fallback
-                        payload = message.payload
-                        receive(
-                            Publish(
-                                message.topic.value,
-                                payload if isinstance(payload, bytes) else str(payload).encode(),
-                                message.mid,
-                                message.qos,
-                                message.retain,
-                            )
-                        )
+                    # With the fast path, messages go straight to the handler and this
+                    # only waits for the connection to end (which raises MqttError);
+                    # with the plain path (mqtt_fast_path off), every message comes here.
+                    async for message in client.messages:
+                        _deliver(message, receive, path)
             except aiomqtt.MqttError as exc:
                 self.last_error = str(exc)
                 log.warning("MQTT connection lost (%s); reconnecting in %.1fs", exc, delay)
