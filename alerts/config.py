@@ -9,15 +9,15 @@ refused there and read from the environment (``SUMPWATCH_SMTP_PASSWORD``,
 from __future__ import annotations
 
 import os
-import tomllib
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from gateway.domain import Severity
 from gateway.errors import ConfigError
+from gateway.tomlfile import read_toml, validated
 
 _CFG = ConfigDict(extra="forbid", frozen=True)
 
@@ -164,22 +164,14 @@ def load_alerts_config(path: Path | None, env: dict[str, str] | None = None) -> 
     environ = os.environ if env is None else env
     data: dict[str, Any] = {}
     if path is not None:
-        try:
-            data = tomllib.loads(path.read_text())
-        except OSError as exc:
-            raise ConfigError(f"cannot read alerts file {path}: {exc}") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"alerts file {path} is not valid TOML: {exc}") from exc
+        data = read_toml(path, "alerts file")
         for table, key in (("smtp", "password"), ("webhook", "secret")):
             if key in data.get(table, {}):
                 raise ConfigError(
                     f"alerts file {path}: [{table}].{key} must not be in the file; "
                     f"set it in the environment ({table}.{key}_env names the variable)"
                 )
-    try:
-        config = AlertsConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"alerts file {path} is invalid:\n{exc}") from exc
+    config = validated(data, AlertsConfig, path or Path("(defaults)"), "alerts file")
     smtp_env = config.smtp.password_env if config.smtp is not None else None
     return config.with_secrets(
         smtp_password=environ.get(smtp_env) if smtp_env else None,

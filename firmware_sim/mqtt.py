@@ -20,7 +20,6 @@ import secrets
 import ssl
 import threading
 import time
-import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,6 +34,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from firmware_sim.engine import Message, Simulation
 from gateway.contract import STATUS_OFFLINE, STATUS_ONLINE, status_topic, telemetry_topic
 from gateway.errors import BrokerError, ConfigError
+from gateway.tomlfile import read_toml
 
 KEEPALIVE_S = 60
 RECONNECT_MIN_S = 1
@@ -66,10 +66,7 @@ class BrokerOptions:
 
 def load_credentials(path: Path) -> dict[str, tuple[str, str | None]]:
     """Per-node logins from TOML: ``["site/node"]`` tables with ``username`` and ``password``."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read node credentials {path}: {exc}") from exc
+    data = read_toml(path, "node credentials")
     out: dict[str, tuple[str, str | None]] = {}
     for key, entry in data.items():
         if not isinstance(entry, dict) or "username" not in entry:

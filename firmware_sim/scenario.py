@@ -7,16 +7,16 @@ to produce. ``--homes N`` cycles through the templates.
 
 from __future__ import annotations
 
-import tomllib
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from firmware_sim.weather import WeatherConfig, WeatherEvent
 from gateway.contract import ID_PATTERN
 from gateway.errors import ConfigError
+from gateway.tomlfile import load_toml
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 #: Scenarios for the demo's registry (``sumpwatch demo``): loadable by name, but not
@@ -279,14 +279,7 @@ def load_scenario(name_or_path: str | Path) -> ScenarioModel:
         path = SCENARIO_DIR / f"{name_or_path}.toml"
         if not path.exists() and (DEMO_DIR / path.name).exists():
             path = DEMO_DIR / path.name
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
+    if not path.is_file():
         known = ", ".join(list_scenario_names())
-        raise ConfigError(f"no scenario {name_or_path!r} (known: {known})") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"scenario {path} is not valid TOML: {exc}") from exc
-    try:
-        return ScenarioModel.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"scenario {path} is invalid:\n{exc}") from exc
+        raise ConfigError(f"no scenario {name_or_path!r} (known: {known})")
+    return load_toml(path, ScenarioModel, "scenario")

@@ -3,7 +3,6 @@ variables, a ``.env`` file, or a TOML file given with ``--config``, in that orde
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,8 +10,8 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gateway.contract import DEFAULT_MAX_FUTURE_SKEW_S
-from gateway.errors import ConfigError
 from gateway.examples import EXAMPLE_SITES
+from gateway.tomlfile import read_toml
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_DIR = PACKAGE_DIR.parent
@@ -188,9 +187,6 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     """Build Settings from an optional TOML file plus explicit overrides."""
     values: dict[str, Any] = {}
     if config_file is not None:
-        try:
-            values.update(tomllib.loads(config_file.read_text()))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read settings file {config_file}: {exc}") from exc
+        values.update(read_toml(config_file, "settings file"))
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values)

@@ -6,14 +6,13 @@ are left as they are, so seeding twice changes nothing.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.accounts.models import Role, User
 from gateway.accounts.repository import AccountStore
-from gateway.errors import ConfigError
+from gateway.tomlfile import load_toml
 
 
 class SeedUser(BaseModel):
@@ -35,13 +34,7 @@ class _SeedFile(BaseModel):
 
 def load_seed(path: Path) -> list[SeedUser]:
     """Read and validate a users file."""
-    try:
-        data = tomllib.loads(path.read_text())
-        return _SeedFile.model_validate(data).user
-    except OSError as exc:
-        raise ConfigError(f"cannot read users file {path}: {exc}") from exc
-    except (tomllib.TOMLDecodeError, ValidationError) as exc:
-        raise ConfigError(f"users file {path} is invalid: {exc}") from exc
+    return load_toml(path, _SeedFile, "users file").user
 
 
 async def seed_users(store: AccountStore, users: list[SeedUser]) -> list[User]:

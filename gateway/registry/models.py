@@ -6,7 +6,6 @@ for the demo's registry.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, time, timedelta
 from enum import StrEnum
@@ -15,10 +14,11 @@ from pathlib import Path
 from typing import Literal, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gateway.contract import ID_PATTERN, NodeKind
 from gateway.errors import ConfigError, NotFound
+from gateway.tomlfile import load_toml
 
 _CFG = ConfigDict(extra="forbid", frozen=True)
 
@@ -366,14 +366,4 @@ class SiteRegistry:
 
 def load_registry(path: Path) -> SiteRegistry:
     """Read and validate a registry TOML file (``[[site]]`` tables)."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read site registry {path}: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"site registry {path} is not valid TOML: {exc}") from exc
-    try:
-        parsed = _RegistryFile.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"site registry {path} is invalid:\n{exc}") from exc
-    return SiteRegistry(parsed.site)
+    return SiteRegistry(load_toml(path, _RegistryFile, "site registry").site)

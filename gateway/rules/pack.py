@@ -10,7 +10,6 @@ Pydantic validates the file (a config edge); the pipeline sees :class:`RulePack`
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dc_field
@@ -19,11 +18,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gateway.domain import Citation
 from gateway.errors import ConfigError
 from gateway.registry.models import Installation
+from gateway.tomlfile import load_toml
 
 PACKS_DIR = Path(__file__).resolve().parent / "packs"
 
@@ -760,16 +760,7 @@ def _requirement(pack_id: str, r: _RequirementModel, numbers: dict[str, Number])
 
 def load_pack(path: Path) -> RulePack:
     """Read and validate one pack file."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read rule pack {path}: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"rule pack {path} is not valid TOML: {exc}") from exc
-    try:
-        model = _PackModel.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"rule pack {path} is invalid:\n{exc}") from exc
+    model = load_toml(path, _PackModel, "rule pack")
     if model.id != path.stem:
         raise ConfigError(f"rule pack {path}: id {model.id!r} must equal the file name")
     return _build(model, path)
