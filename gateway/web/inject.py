@@ -27,13 +27,14 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import tomli_w
+
+from gateway.tomlfile import read_toml
 
 #: How long before the injection the fault is made to begin, so its effect (a pit
 #: over its alarm mark, a silent node) is there in the first live readings.
@@ -87,7 +88,7 @@ def fault_scenarios() -> dict[str, str]:
     out = {}
     # Top level only: demo/ holds the demo's own fleet, not a scenario to try.
     for path in sorted(folder.glob("*.toml")):
-        data = tomllib.loads(path.read_text())
+        data = read_toml(path, "scenario")
         if any(home.get("fault") for home in data.get("home", [])):
             out[str(data.get("name", path.stem))] = " ".join(
                 str(data.get("description", "")).split()
@@ -180,7 +181,7 @@ def fleet_with(
 
 
 def _site_ids(sites_file: Path) -> list[str]:
-    return [str(s["id"]) for s in tomllib.loads(sites_file.read_text()).get("site", [])]
+    return [str(s["id"]) for s in read_toml(sites_file, "site registry").get("site", [])]
 
 
 def _stop(pid: int, cmdline: list[str], timeout: float = 10.0) -> None:
@@ -233,7 +234,7 @@ def _inject(data_dir: Path, site_id: str, scenario: str, now: datetime) -> Injec
     assert children is not None
     cmdline: list[str] = list(children["simulator"]["cmdline"])
     backfill_h = max(_hours(_option(cmdline, "--backfill")), LEAD / timedelta(hours=1))
-    chosen = tomllib.loads(_scenario_file(scenario).read_text())
+    chosen = read_toml(_scenario_file(scenario), "scenario")
     template = injected_template(chosen, backfill_h - LEAD / timedelta(hours=1))
     written = _write_fleet(data_dir, cmdline, site_id, scenario, template)
     args = _replace_option(cmdline, "--scenario", str(written))
@@ -256,7 +257,7 @@ def _write_fleet(
     if site_id not in ids[:homes]:
         raise InjectRefused(f"site {site_id!r} is not one of the demo's simulated homes")
     fleet_file = _scenario_file(_option(cmdline, "--scenario") or "normal_summer")
-    fleet = fleet_with(tomllib.loads(fleet_file.read_text()), ids.index(site_id), template, homes)
+    fleet = fleet_with(read_toml(fleet_file, "scenario"), ids.index(site_id), template, homes)
     folder = data_dir / "inject"
     folder.mkdir(exist_ok=True)
     written = folder / f"{site_id}-{scenario}.toml"
