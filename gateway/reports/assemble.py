@@ -250,8 +250,8 @@ def _days_overlapped(
     """Local days of the period (up to ``through``) that an interval overlaps."""
     tz = period.tz
     days: set[date] = set()
-    for a, b in intervals:
-        a, b = max(a, period.start), min(b, through)
+    for start, end in intervals:
+        a, b = max(start, period.start), min(end, through)
         if b <= a:
             continue
         day = a.astimezone(tz).date()
@@ -550,6 +550,62 @@ def _not_checked(verdict: Verdict) -> str:
     )
 
 
+def _violation(verdict: Verdict, totals: SiteTotals, suspected: str, watched: str) -> Compliance:
+    """Not in compliance: what is confirmed, what fails, and what is only suspected."""
+    parts = []
+    if verdict.confirmed:
+        titles = "; ".join(sorted({s.title for s in verdict.confirmed}))
+        parts.append(
+            f"{_plural(len(verdict.confirmed), 'confirmed violation')} on "
+            f"{_plural(totals.violation_days, 'day')}: {titles}"
+        )
+    if verdict.failed:
+        parts.append(
+            f"the registered installation fails "
+            f"{_plural(len(verdict.failed), 'requirement')} of the rule pack"
+        )
+    if verdict.suspected:
+        parts.append(suspected)
+    cites = _unique_citations(
+        [c for s in verdict.confirmed for c in s.citations]
+        + [c for a in verdict.failed for c in a.citations]
+    )
+    return Compliance(
+        ComplianceStatus.VIOLATION,
+        "Not in compliance: " + "; and ".join(parts) + f". ({watched}.)",
+        cites,
+    )
+
+
+def _attention(
+    concerns: list[FindingEntry], verdict: Verdict, totals: SiteTotals, watched: str
+) -> Compliance:
+    """No violation, but findings, advisories or water not seen at the outlet."""
+    advisories = verdict.advisories
+    parts = []
+    if concerns:
+        parts.append(
+            f"{len(concerns)} finding(s) without a cited violation ("
+            + ", ".join(sorted({f.title for f in concerns}))
+            + ")"
+        )
+    unseen_l: float | None = None
+    if totals.sanitary_l > 0 and not any(f.rule_id == "sanitary_discharge" for f in concerns):
+        unseen_l = totals.sanitary_l  # worded by the renderer, in the reader's units
+        parts.append(f"{VOLUME_SLOT} of pumped water not seen at the outlet")
+    if advisories:
+        parts.append(f"{len(advisories)} advisory installation item(s)")
+    if verdict.not_checked:
+        parts.append(_not_checked(verdict))
+    return Compliance(
+        ComplianceStatus.ATTENTION,
+        "No violation of the ordinance was found, but the season shows "
+        + "; ".join(parts)
+        + f". ({watched}.)",
+        volume_l=unseen_l,
+    )
+
+
 def _compliance(
     coverage: Coverage,
     findings: Sequence[FindingEntry],
@@ -565,29 +621,7 @@ def _compliance(
         "inspection or a dated observation"
     )
     if verdict.status is VerdictStatus.VIOLATION:
-        parts = []
-        if verdict.confirmed:
-            titles = "; ".join(sorted({s.title for s in verdict.confirmed}))
-            parts.append(
-                f"{_plural(len(verdict.confirmed), 'confirmed violation')} on "
-                f"{_plural(totals.violation_days, 'day')}: {titles}"
-            )
-        if verdict.failed:
-            parts.append(
-                f"the registered installation fails "
-                f"{_plural(len(verdict.failed), 'requirement')} of the rule pack"
-            )
-        if verdict.suspected:
-            parts.append(suspected)
-        cites = _unique_citations(
-            [c for s in verdict.confirmed for c in s.citations]
-            + [c for a in verdict.failed for c in a.citations]
-        )
-        return Compliance(
-            ComplianceStatus.VIOLATION,
-            "Not in compliance: " + "; and ".join(parts) + f". ({watched}.)",
-            cites,
-        )
+        return _violation(verdict, totals, suspected, watched)
     if verdict.status is VerdictStatus.SUSPECTED:
         return Compliance(
             ComplianceStatus.SUSPECTED,
@@ -601,30 +635,8 @@ def _compliance(
             f"No statement of compliance: findings were not available to this report ({watched}).",
         )
     concerns = [f for f in findings if f.rule_id not in MONITORING_RULES]
-    advisories = verdict.advisories
-    if concerns or advisories or totals.sanitary_l > 0:
-        parts = []
-        if concerns:
-            parts.append(
-                f"{len(concerns)} finding(s) without a cited violation ("
-                + ", ".join(sorted({f.title for f in concerns}))
-                + ")"
-            )
-        unseen_l: float | None = None
-        if totals.sanitary_l > 0 and not any(f.rule_id == "sanitary_discharge" for f in concerns):
-            unseen_l = totals.sanitary_l  # worded by the renderer, in the reader's units
-            parts.append(f"{VOLUME_SLOT} of pumped water not seen at the outlet")
-        if advisories:
-            parts.append(f"{len(advisories)} advisory installation item(s)")
-        if verdict.not_checked:
-            parts.append(_not_checked(verdict))
-        return Compliance(
-            ComplianceStatus.ATTENTION,
-            "No violation of the ordinance was found, but the season shows "
-            + "; ".join(parts)
-            + f". ({watched}.)",
-            volume_l=unseen_l,
-        )
+    if concerns or verdict.advisories or totals.sanitary_l > 0:
+        return _attention(concerns, verdict, totals, watched)
     if coverage.share < MIN_COVERAGE:
         return Compliance(
             ComplianceStatus.INSUFFICIENT_DATA,

@@ -280,8 +280,28 @@ def site_pdf(
         )
     if text.statement_shown(r.coverage.share, r.compliance.status):
         story.append(_statement(r.compliance.status, text.STATUS_LABEL[r.compliance.status], body))
+    for section in (
+        _coverage_section,
+        _volume_section,
+        _freezing_section,
+        _findings_section,
+        _audit_section,
+        _alerts_section,
+        _penalty_section,
+    ):
+        story += section(r, tz, units, charts)
+    story += _suspected(r, tz)
+    header = f"SumpWatch - {title} - {r.site.name} ({r.site.site_id})"
+    return _build(story, f"{title}: {r.site.name}", header, r.generated_at, tz)
 
+
+def _coverage_section(
+    r: SiteReport, tz: str, units: UnitSystem, charts: dict[str, bytes]
+) -> list[Flowable]:
+    """1. Data coverage: share of hours with every sensor, and the gaps."""
+    lt = text.local_time
     cov = r.coverage
+    story: list[Flowable] = []
     story += _section("1. Data coverage")
     story.append(
         _p(
@@ -310,7 +330,15 @@ def site_pdf(
             )
     else:
         story.append(_p("No gaps."))
+    return story
 
+
+def _volume_section(
+    r: SiteReport, tz: str, units: UnitSystem, charts: dict[str, bytes]
+) -> list[Flowable]:
+    """2. Pump cycles, volume pumped and where the water went."""
+    cov = r.coverage
+    story: list[Flowable] = []
     story += _section("2. Pump cycles, volume pumped and where the water went")
     story += _chart(charts.get("volume"))
     t = r.totals
@@ -352,7 +380,15 @@ def site_pdf(
             total=True,
         )
     )
+    return story
 
+
+def _freezing_section(
+    r: SiteReport, tz: str, units: UnitSystem, charts: dict[str, bytes]
+) -> list[Flowable]:
+    """3. Freezing risk: the days that could ice a walk."""
+    t = r.totals
+    story: list[Flowable] = []
     story += _section("3. Freezing risk")
     story.append(
         _p(
@@ -384,7 +420,15 @@ def site_pdf(
                 numeric=[1, 2, 3, 4, 5],
             )
         )
+    return story
 
+
+def _findings_section(
+    r: SiteReport, tz: str, units: UnitSystem, charts: dict[str, bytes]
+) -> list[Flowable]:
+    """4. Findings with evidence and citations."""
+    lt = text.local_time
+    story: list[Flowable] = []
     story += _section("4. Findings with evidence and citations")
     if not r.findings_available:
         story.append(_p("Findings were not available to this report."))
@@ -412,7 +456,14 @@ def site_pdf(
                 numeric=[4],
             )
         )
+    return story
 
+
+def _audit_section(
+    r: SiteReport, tz: str, units: UnitSystem, charts: dict[str, bytes]
+) -> list[Flowable]:
+    """5. Installation audit."""
+    story: list[Flowable] = []
     story += _section("5. Installation audit")
     if not r.audit:
         story.append(
@@ -438,7 +489,15 @@ def site_pdf(
                 [1.2, 0.6, 2.0, 1.8, 1.3],
             )
         )
+    return story
 
+
+def _alerts_section(
+    r: SiteReport, tz: str, units: UnitSystem, charts: dict[str, bytes]
+) -> list[Flowable]:
+    """6. Alerts and acknowledgement."""
+    lt = text.local_time
+    story: list[Flowable] = []
     story += _section("6. Alerts and acknowledgement")
     s = r.alert_summary
     if not r.alerts_available:
@@ -482,8 +541,15 @@ def site_pdf(
                 numeric=[5],
             )
         )
+    return story
 
+
+def _penalty_section(
+    r: SiteReport, tz: str, units: UnitSystem, charts: dict[str, bytes]
+) -> list[Flowable]:
+    """7. Penalty estimate (an estimate, never a legal determination)."""
     pen = r.penalties
+    story: list[Flowable] = []
     story += _section("7. Penalty estimate")
     story.append(Paragraph(f"<b>{escape(pen.disclaimer)}</b>", BODY))
     if not pen.lines:
@@ -516,9 +582,7 @@ def site_pdf(
                 )
             )
         )
-    story += _suspected(r, tz)
-    header = f"SumpWatch - {title} - {r.site.name} ({r.site.site_id})"
-    return _build(story, f"{title}: {r.site.name}", header, r.generated_at, tz)
+    return story
 
 
 def _suspected(r: SiteReport, tz: str) -> list[Flowable]:
