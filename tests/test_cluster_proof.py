@@ -3,8 +3,9 @@
 One Mosquitto, one PostgreSQL (the suite's throwaway cluster), one influxd shared by
 the gateways, a real SMTP server (aiosmtpd), three ``sumpwatch gateway --no-api``
 processes (shards 0 and 1, and a ``--standby``; each its own data dir) and two
-``sumpwatch api`` web servers. A small fleet publishes in three phases: before,
-during and after the gateway of shard 0 is killed with SIGKILL. Then:
+``sumpwatch api`` web servers. A small fleet publishes in three phases: before;
+during, when the gateway of shard 0 is killed with SIGKILL a third of the way into
+the stream; and after the standby has taken its shard. Then:
 
 - the standby holds shard 0 within ``TAKEOVER_BOUND_S`` of the kill;
 - stored == published for every site (counted in influxd);
@@ -26,6 +27,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 import urllib.request
@@ -127,9 +129,9 @@ def _phase(
     the time of the phase's last reading."""
     base = max(datetime.now(UTC) - PER_PHASE * STEP, after + STEP)
     messages = []
-    for site in (s for pair in SITES.values() for s in pair):
-        level = 62.0 if site in high_water else 20.0
-        for i in range(PER_PHASE):
+    for i in range(PER_PHASE):  # in time order: a reading of every site, then the next
+        for site in (s for pair in SITES.values() for s in pair):
+            level = 62.0 if site in high_water else 20.0
             payload = pit_payload(site, "pit", seq0 + i, ts=base + i * STEP, level_cm=level)
             messages.append((telemetry_topic(site, "pit"), json.dumps(payload).encode()))
     return messages, base + (PER_PHASE - 1) * STEP
@@ -178,6 +180,13 @@ def _written(proc: Proc) -> int:
 def _job_takers(*procs: Proc) -> int:
     """Gateways that took the report schedule's lock."""
     return sum("runs job report-schedule" in p.text() for p in procs)
+
+
+def _kill(proc: Proc) -> float:
+    """SIGKILL, as a host losing power; when it was dead (monotonic clock)."""
+    proc.proc.send_signal(signal.SIGKILL)
+    proc.proc.wait(10)
+    return time.monotonic()
 
 
 def _stopped(proc: subprocess.Popen[bytes]) -> None:
@@ -239,10 +248,26 @@ class Fleet:
     published: Counter[str] = field(default_factory=Counter)
     last: datetime = field(default_factory=lambda: datetime.now(UTC) - timedelta(hours=1))
 
-    def send(self, seq0: int, high_water: str) -> None:
+    sent_rounds: int = 0  # of the phase being streamed
+
+    def send(self, seq0: int, high_water: str, *, pace_s: float = 0.0) -> None:
+        """One phase; with ``pace_s``, one round (a reading per site) at a time."""
         messages, self.last = _phase(seq0, {high_water}, self.last)
-        publish(self.broker.host, self.broker.port, messages, client_id=f"fleet-{seq0}")
-        self.published.update(topic.split("/")[2] for topic, _ in messages)
+        per_round = len(messages) // PER_PHASE
+        rounds = [messages[i : i + per_round] for i in range(0, len(messages), per_round)]
+        self.sent_rounds = 0
+        for chunk in rounds if pace_s else [messages]:
+            publish(self.broker.host, self.broker.port, chunk, client_id=f"fleet-{seq0}")
+            self.published.update(topic.split("/")[2] for topic, _ in chunk)
+            self.sent_rounds += len(chunk) // per_round
+            time.sleep(pace_s)
+
+    def stream(self, seq0: int, high_water: str) -> threading.Thread:
+        """The phase published in the background, a round every 50 ms."""
+        kwargs = {"pace_s": 0.05}
+        thread = threading.Thread(target=self.send, args=(seq0, high_water), kwargs=kwargs)
+        thread.start()
+        return thread
 
 
 @pytest.fixture
@@ -317,12 +342,13 @@ def test_three_gateways_two_web_servers_survive_a_killed_shard_holder(
         _wait(all_stored, 30, "stored before", *gateways)
         _wait(lambda: _high_water_mail(mail)[_to(SITES[0][0])] == 1, 30, "first mail", gw0)
 
-        gw0.proc.send_signal(signal.SIGKILL)
-        gw0.proc.wait(10)
-        killed = time.monotonic()
-        # During: shard 0 has no gateway (the broker queues its session); a high water
-        # on shard 1, mailed by its gateway.
-        fleet.send(1000, SITES[1][0])
+        # During: the fleet streams (a high water on shard 1, mailed by its gateway);
+        # a third of the way in, shard 0's gateway is killed. What it had received but
+        # not acknowledged is redelivered; the rest the broker queues for its session.
+        streaming = fleet.stream(1000, SITES[1][0])
+        _wait(lambda: fleet.sent_rounds >= PER_PHASE // 3, 10, "streaming", gw0)
+        killed, at_round = _kill(gw0), fleet.sent_rounds
+        streaming.join(30)
         _wait(lambda: "shard 0: lease taken" in standby.text(), 60, "takeover", standby)
         takeover_s = time.monotonic() - killed
         drained_s = _wait(all_stored, 30, "drained", *gateways)
@@ -345,7 +371,8 @@ def test_three_gateways_two_web_servers_survive_a_killed_shard_holder(
 
     mails = Counter((str(m["To"]), str(m["Subject"])) for m in mail.messages)
     figures = (
-        f"takeover {takeover_s:.1f} s after SIGKILL (bound {TAKEOVER_BOUND_S:.0f} s), "
+        f"SIGKILL after {at_round} of {PER_PHASE} rounds of the stream; "
+        f"takeover {takeover_s:.1f} s after it (bound {TAKEOVER_BOUND_S:.0f} s), "
         f"queue drained {drained_s:.1f} s later; published {fleet.published.total()}, "
         f"stored {sum(stored.values())} {dict(sorted(stored.items()))}; "
         f"e-mails {len(mail.messages)} ({_high_water_mail(mail).total()} high water); "
