@@ -142,6 +142,13 @@ class BlockResult:
         }
 
 
+def _rate_ratio(b: _Block) -> float | None:
+    """Outlet flow while running / the pump's flow from the pit (pumped / run time)."""
+    if not b.wet_flows or b.run_s <= 0 or b.pit_l <= 0:
+        return None
+    return _median(b.wet_flows) / (b.pit_l * 60.0 / b.run_s)
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     n = len(ordered)
@@ -171,6 +178,9 @@ class SanitaryDischargeDetector:
         self._integrated_to: datetime | None = None
         #: Outlet flow while running on clean blocks (the pump's normal rate out there).
         self._calib_flow: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        #: Outlet flow while running / the pump's flow as the pit saw it, on clean
+        #: blocks: the site's normal *rate* ratio (geometry makes it differ from 1).
+        self._calib_rate: deque[float] = deque(maxlen=CALIBRATION_KEEP)
         self._up = 0.0
         self._down = 0.0
         self._last_diverted: datetime | None = None
@@ -389,6 +399,9 @@ class SanitaryDischargeDetector:
             self._calib.append(ratio)
             if b.wet_flows:
                 self._calib_flow.append(_median(b.wet_flows))
+                rate = _rate_ratio(b)
+                if rate is not None:
+                    self._calib_rate.append(rate)
         if not self.active and self._up >= height:
             self.active = True
             self._down = 0.0
@@ -411,15 +424,18 @@ class SanitaryDischargeDetector:
         """The share, unless the deficit is a line refill rather than a diversion.
 
         Water that leaked back through the check valve returns to the pit; the next
-        run first refills the line, so the outlet sees less volume, but at the
-        pump's full rate once the line is full. A tee or hose takes a share of the
-        *rate*. So a deficit no larger than the line's volume with the outlet
-        flowing at its normal rate is a refill (short cycling's case), not water
-        sent elsewhere.
+        run first refills the line, so the outlet sees less volume, but once the
+        line is full it flows at the pump's whole rate. A tee or hose takes a share
+        of that rate: the outlet's flow *relative to the pump's flow as the pit sees
+        it in the same runs* falls by the diverted share (the pump itself speeds up
+        against the hose's lower head, so the outlet's flow alone barely changes).
+        So a deficit no larger than the line's volume, with the outlet/pump rate
+        ratio at the site's normal, is a refill (short cycling's case).
         """
-        if share <= 0 or not b.wet_flows or len(self._calib_flow) < CALIBRATION_MIN_BLOCKS:
+        rate = _rate_ratio(b)
+        if share <= 0 or rate is None or len(self._calib_rate) < CALIBRATION_MIN_BLOCKS:
             return share
-        rate_share = 1.0 - _median(b.wet_flows) / _median(list(self._calib_flow))
+        rate_share = 1.0 - rate / _median(list(self._calib_rate))
         refill_share = state.ctx.line_volume_l * b.cycles / max(b.balance.pit_l, 1e-9)
         if rate_share < RATE_NORMAL_SHARE and share <= refill_share + RATE_NORMAL_SHARE:
             return max(rate_share, 0.0)
