@@ -199,7 +199,7 @@ def draw_house(rng: random.Random, season: str, *, frost_safe: bool = True) -> _
         "pump": f"{hp} hp",
         "pit_diameter": "36-45 cm" if diameter < 45 else ("45-53 cm" if diameter < 53 else "53-61"),
         "lift": f"{math.floor(lift)}-{math.floor(lift) + 1} m",
-        "line_length": "3-10 m" if total < 10 else ("10-20 m" if total < 20 else "20-30 m"),
+        "line_length": _length_tag(total),
         "pipe": f"{pipe_in:g} in",
         "destination": destination,
     }
@@ -334,6 +334,25 @@ def _pump_failures(b: _Builder, replicas: int) -> None:
                       {"failure": mode})  # fmt: skip
 
 
+def _resize_line(house: _House, **changes: float) -> None:
+    """Change the real line and keep its registered length the owner's same error.
+
+    The registered length was drawn as the real total x U(0.8, 1.2); a family that
+    lengthens the line after the draw must lengthen the registered one too, or the
+    registry would say 4 m for a 15 m line (no owner is that far off)."""
+    line = house.home["line"]
+    registered = house.home["registered"]
+    before = line["line_length_m"] + line["exterior_length_m"]
+    line.update(changes)
+    after = line["line_length_m"] + line["exterior_length_m"]
+    registered["line_length_m"] = round(registered["line_length_m"] * after / before, 1)
+    house.dims["line_length"] = _length_tag(after)
+
+
+def _length_tag(total_m: float) -> str:
+    return "3-10 m" if total_m < 10 else ("10-20 m" if total_m < 20 else "20-30 m")
+
+
 def _valves(b: _Builder, replicas: int) -> None:
     """A valve that lets the line fall back at once, one that seeps back over the whole
     off period, and heavy rain on healthy valves (not a leak)."""
@@ -349,7 +368,7 @@ def _valves(b: _Builder, replicas: int) -> None:
             line = house.home["line"]
             # Long, wide lines hold enough water to matter against the pit's cycle.
             line["pipe_inside_diameter_in"] = rng.choice((1.25, 1.5))
-            line["line_length_m"] = round(rng.uniform(8.0, 25.0), 1)
+            _resize_line(house, line_length_m=round(rng.uniform(8.0, 25.0), 1))
             pit = house.home["pit"]
             pit["pump_on_cm"] = round(pit["pump_off_cm"] + rng.uniform(6.0, 14.0), 1)
             house.home["registered_pit"] = _registered_pit(rng, pit)
@@ -395,7 +414,7 @@ def _frozen(b: _Builder, replicas: int) -> None:
                 house.dims["tap"] = tap
                 line = house.home["line"]
                 line["destination"] = house.dims["destination"] = "grade"
-                line["exterior_length_m"] = round(rng.uniform(2.0, 5.0), 2)
+                _resize_line(house, exterior_length_m=round(rng.uniform(2.0, 5.0), 2))
                 line["outlet_to_walkway_ft"] = 40.0
                 house.home["inflow"]["baseflow_lpm"] = round(rng.uniform(0.5, 1.2), 2)
                 if diversion != "none":
