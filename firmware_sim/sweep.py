@@ -353,6 +353,16 @@ def _length_tag(total_m: float) -> str:
     return "3-10 m" if total_m < 10 else ("10-20 m" if total_m < 20 else "20-30 m")
 
 
+def _redirect(house: _House, destination: str) -> None:
+    """Send the line somewhere else after the draw, and register it as owners do
+    (a swale is registered as grade): the registry must not keep the old one (a line
+    to grade registered as piped to the storm sewer is no house's record)."""
+    house.home["line"]["destination"] = house.dims["destination"] = destination
+    house.home["registered"]["destination"] = (
+        "storm_lateral" if destination == "storm_lateral" else "grade"
+    )
+
+
 def _valves(b: _Builder, replicas: int) -> None:
     """A valve that lets the line fall back at once, one that seeps back over the whole
     off period, and heavy rain on healthy valves (not a leak)."""
@@ -413,7 +423,7 @@ def _frozen(b: _Builder, replicas: int) -> None:
                 house.home["pressure_tap"] = tap
                 house.dims["tap"] = tap
                 line = house.home["line"]
-                line["destination"] = house.dims["destination"] = "grade"
+                _redirect(house, "grade")
                 _resize_line(house, exterior_length_m=round(rng.uniform(2.0, 5.0), 2))
                 line["outlet_to_walkway_ft"] = 40.0
                 house.home["inflow"]["baseflow_lpm"] = round(rng.uniform(0.5, 1.2), 2)
@@ -440,7 +450,7 @@ def _singles(b: _Builder, replicas: int) -> None:
 
         house = draw_house(rng, "winter")
         line = house.home["line"]
-        line["destination"] = house.dims["destination"] = rng.choice(("grade", "swale"))
+        _redirect(house, rng.choice(("grade", "swale")))
         line["outlet_to_walkway_ft"] = round(rng.uniform(0.0, 6.0), 1)
         house.home["inflow"]["baseflow_lpm"] = round(rng.uniform(0.8, 2.0), 2)
         snap = {"kind": "cold_snap", "start_h": 10.0, "hours": 20.0, "delta_c": -6.0}
