@@ -29,6 +29,7 @@ from gateway.rules.thresholds import (
     FLOW_ABSENT_LPM,
     FLOW_PRESENT_LPM,
     FREEZING_C,
+    OFF_MARK_CLUSTER_CM,
     THAW_AIR_C,
     THAW_FOR,
     UNSEEN_CYCLE_DROP_CM,
@@ -212,15 +213,28 @@ class CycleTracker:
         ordered = sorted(self.net_rates)
         return ordered[len(ordered) // 2]
 
-    def off_level_cm(self, registered_cm: float, tolerance_cm: float) -> float:
+    def off_level_cm(
+        self, registered_cm: float, tolerance_cm: float, spread_cm: float = 0.0
+    ) -> float:
         """Where the float stops the pump: the lowest recent low (a sparse pit node
         often sees the level only after riser water fell back) raised by 1.5 noise
         sigmas (the minimum of a dozen noisy samples reads low), capped by the
-        registered mark plus its tolerance (registered marks are a few cm off)."""
+        registered mark plus its tolerance (registered marks are a few cm off).
+
+        A float stops the pump at one level, so normal lows cluster: at the mark,
+        spread upward by at most the water that can fall back before a sample
+        (``spread_cm``, the line's volume) and the noise. A low further below the
+        median than that was not a float stop (a stuck float or a run by hand
+        drains to the intake) and says nothing about the mark: it is left out."""
         cap = registered_cm + tolerance_cm
         if not self.lows:
             return cap
-        return min(min(self.lows) + 1.5 * self.level_noise_cm(), cap)
+        noise = self.level_noise_cm()
+        ordered = sorted(self.lows)
+        median = ordered[len(ordered) // 2]
+        floor = median - spread_cm - max(OFF_MARK_CLUSTER_CM, 4.0 * noise)
+        lowest = min(x for x in ordered if x >= floor)
+        return min(lowest + 1.5 * noise, cap)
 
     def learned_on_cm(self) -> float | None:
         """Highest level the pump was recently seen to wait for before starting."""
