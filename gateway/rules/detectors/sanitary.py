@@ -93,6 +93,9 @@ MIN_SURE_DRY_SAMPLES = 3
 MIN_RATE_SAMPLES = 2
 #: Judge a cycle with what we have once the pit has moved on this far.
 GIVE_UP_AFTER = timedelta(minutes=5)
+#: A level still rising faster than the inflow by more than this (plus 3 noise
+#: sigmas of a difference) between two samples is water still falling back.
+SETTLE_MARGIN_CM = 0.5
 #: Scatter assumed before the site's own is measured (conservative).
 DEFAULT_SCATTER = 0.1
 
@@ -104,6 +107,8 @@ class _Pending:
     settled: PitSample | None = None
     #: False when the pump restarted before riser water could have fallen back.
     fully_settled: bool = False
+    #: A sample after the fall-back window, settled once the next rises only by inflow.
+    candidate: PitSample | None = None
 
 
 @dataclass
@@ -201,22 +206,36 @@ class SanitaryDischargeDetector:
             self._pending.append(_Pending(event.cycle, event.first_off))
             return None
         if isinstance(event, PitSample):
-            self._settle(event)
+            self._settle(event, state)
             return self._poll(event.ts, state)
         if isinstance(event, OutletSample):
             return self._poll(event.ts, state)
         return None
 
-    def _settle(self, s: PitSample) -> None:
+    def _settle(self, s: PitSample, state: SiteState) -> None:
         """The settled level: once riser water has fallen back, or the last off
-        sample before a restart."""
+        sample before a restart.
+
+        Fall-back through a failed valve takes as long as the line takes to drain
+        back through the pump (seconds to a minute): a sample at least
+        ``BACKFLOW_WINDOW`` after the stop is settled only once the next one rose
+        no faster than the inflow (plus the noise of a difference); while the
+        level still climbs faster, water is still coming back."""
+        noise = 3.0 * 2**0.5 * state.cycles.level_noise_cm() + SETTLE_MARGIN_CM
+        fill = state.cycles.fill_rate_cm_s()
         for p in self._pending:
             if p.settled is not None or s.ts <= p.last_off.ts:
                 continue
             if s.pump_on:
                 p.settled = p.last_off
             elif s.ts - p.cycle.end_ts >= BACKFLOW_WINDOW:
-                p.settled, p.fully_settled = s, True
+                cand = p.candidate
+                if cand is not None:
+                    rise = s.level_cm - cand.level_cm
+                    if rise <= fill * (s.ts - cand.ts).total_seconds() + noise:
+                        p.settled, p.fully_settled = cand, True
+                        continue
+                p.candidate = p.last_off = s
             else:
                 p.last_off = s
 
