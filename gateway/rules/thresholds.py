@@ -99,6 +99,10 @@ OFF_MARK_TOLERANCE_CM = 3.0
 #: below the cluster's median was not a float stop (stuck float: the pump drained
 #: to its intake) and is not taken for the off mark.
 OFF_MARK_CLUSTER_CM = 3.0
+#: A run longer than this many times the site's median run did not end at the float
+#: (storm runs are longer too, but their lows are the float's: leaving them out
+#: only costs a sample of the off mark).
+LONG_RUN_FACTOR = 4.0
 #: An inflow trend (rain receding) is read from two periods' fitted late rates at
 #: most this far apart: a storm's inflow changes over tens of minutes to hours, so
 #: within an hour the trend between two periods is the one inside each.

@@ -29,6 +29,7 @@ from gateway.rules.thresholds import (
     FLOW_ABSENT_LPM,
     FLOW_PRESENT_LPM,
     FREEZING_C,
+    LONG_RUN_FACTOR,
     OFF_MARK_CLUSTER_CM,
     THAW_AIR_C,
     THAW_FOR,
@@ -202,6 +203,8 @@ class CycleTracker:
         self.drain_rates: deque[float] = deque(maxlen=15)
         #: Lowest level of recent cycles (where the float really stops the pump).
         self.lows: deque[float] = deque(maxlen=12)
+        #: Spans of recent runs (sample before to sample after), s.
+        self.run_lengths: deque[float] = deque(maxlen=15)
         #: Net level fall rate while pumping (cm/s), from runs with two on-samples or more.
         self.net_rates: deque[float] = deque(maxlen=15)
 
@@ -326,7 +329,7 @@ class CycleTracker:
                 before_level_cm=before.level_cm,
                 end_level_cm=s.level_cm,
             )
-            self.lows.append(cycle.low_level_cm)
+            self._learn_low(cycle)
             self._learn_rates(cycle)
             seconds = cycle.est_duration.total_seconds()
             if seconds > 0 and cycle.drop_cm > 0:
@@ -344,6 +347,18 @@ class CycleTracker:
         if self._fill_from is None and settled:
             self._fill_from = s
         return None
+
+    def _learn_low(self, c: PumpCycle) -> None:
+        """Keep the run's low as a sample of the off mark, if the float ended the run.
+
+        A float stops the pump once the band is drained; a run many times longer
+        than the site's usual (a stuck float held on to the intake, a pump run by
+        hand) did not end at the float, and its low is not the off mark's."""
+        run_s = (c.end_ts - c.before_ts).total_seconds()
+        ordered = sorted(self.run_lengths)
+        if len(ordered) < 3 or run_s <= LONG_RUN_FACTOR * ordered[len(ordered) // 2]:
+            self.lows.append(c.low_level_cm)
+        self.run_lengths.append(run_s)
 
     def _learn_rates(self, c: PumpCycle) -> None:
         first, last = c.first_on_level_cm, c.last_on_level_cm
