@@ -348,6 +348,13 @@ class CycleTracker:
             self._fill_from = s
         return None
 
+    def usual_run_s(self) -> float | None:
+        """Median span of recent runs (sample before to sample after), None before 3."""
+        if len(self.run_lengths) < 3:
+            return None
+        ordered = sorted(self.run_lengths)
+        return ordered[len(ordered) // 2]
+
     def _learn_low(self, c: PumpCycle) -> None:
         """Keep the run's low as a sample of the off mark, if the float ended the run.
 
@@ -355,8 +362,8 @@ class CycleTracker:
         than the site's usual (a stuck float held on to the intake, a pump run by
         hand) did not end at the float, and its low is not the off mark's."""
         run_s = (c.end_ts - c.before_ts).total_seconds()
-        ordered = sorted(self.run_lengths)
-        if len(ordered) < 3 or run_s <= LONG_RUN_FACTOR * ordered[len(ordered) // 2]:
+        usual = self.usual_run_s()
+        if usual is None or run_s <= LONG_RUN_FACTOR * usual:
             self.lows.append(c.low_level_cm)
         self.run_lengths.append(run_s)
 

@@ -57,6 +57,7 @@ from gateway.rules.detectors.base import (
 )
 from gateway.rules.physics import Balance, pit_pump_lpm, pumped_litres, run_span
 from gateway.rules.thresholds import (
+    BACKFLOW_MIN_CM,
     BACKFLOW_WINDOW,
     BLOCK_MAX_CYCLES,
     BLOCK_REL_ERROR,
@@ -72,6 +73,7 @@ from gateway.rules.thresholds import (
     HEALTHY_RATIO_LOW,
     HEALTHY_RATIO_LOW_UNTIMED,
     IDLE_FLOW_LPM,
+    LONG_RUN_FACTOR,
     MAX_INFLOW_SHARE,
     MIN_BAND_SHARE,
     MIN_CYCLE_VOLUME_L,
@@ -96,6 +98,10 @@ GIVE_UP_AFTER = timedelta(minutes=5)
 #: A level still rising faster than the inflow by more than this (plus 3 noise
 #: sigmas of a difference) between two samples is water still falling back.
 SETTLE_MARGIN_CM = 0.5
+#: Flowing outlet samples of clean runs needed before the site's own flowing window
+#: (when after a start its outlet flows) is trusted, and how many offsets are kept.
+WINDOW_MIN_WET = 8
+WINDOW_KEEP = 200
 #: Scatter assumed before the site's own is measured (conservative).
 DEFAULT_SCATTER = 0.1
 
@@ -125,6 +131,13 @@ class _Block:
     #: Outlet samples inside the block's runs after the line's fill time.
     sure_dry: int = 0
     outlet_l: float = 0.0
+    #: Some cycle's pumped volume is only a lower bound (storm inflow left out).
+    bounded: bool = False
+    #: Every run was timed from the pit's own net rate (not from sample midpoints).
+    timed: bool = True
+    #: Seconds from their run's start of the outlet samples that read flowing / dry.
+    wet_offsets: list[float] = field(default_factory=list)
+    dry_offsets: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,11 +199,17 @@ class SanitaryDischargeDetector:
         #: Outlet flow while running / the pump's flow as the pit saw it, on clean
         #: blocks: the site's normal *rate* ratio (geometry makes it differ from 1).
         self._calib_rate: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        #: Seconds from their run's start of outlet samples reading flowing / dry, on
+        #: clean blocks: when after a start this site's outlet flows.
+        self._calib_wet: deque[float] = deque(maxlen=WINDOW_KEEP)
+        self._calib_dry: deque[float] = deque(maxlen=WINDOW_KEEP)
         self._up = 0.0
         self._down = 0.0
         self._last_diverted: datetime | None = None
         self._recent: deque[BlockResult] = deque(maxlen=8)
         self._episode = Balance(0.0, 0.0)
+        self._line_held = True
+        self._prev_leak_back = False
         interval = state.outlet.interval_s
         self._outlet_wait = max(OUTLET_LAG_MIN, timedelta(seconds=1.5 * interval))
 
@@ -266,17 +285,41 @@ class SanitaryDischargeDetector:
         pit = state.ctx.site.pit
         drained = c.low_level_cm <= pit.pump_off_cm + CYCLE_END_TOLERANCE_CM
         big = pit_l >= max(MIN_CYCLE_VOLUME_L, MIN_BAND_SHARE * state.ctx.band_l)
+        # A run many times longer than the site's usual was not ended by the float
+        # (a stuck float holds the pump on at the intake, moving only the inflow).
+        usual = state.cycles.usual_run_s()
+        span_s = (c.end_ts - c.before_ts).total_seconds()
+        if usual is not None and span_s > LONG_RUN_FACTOR * max(usual, 1.0):
+            drained = False
+        # Water that came back after the stop (beyond the inflow) shows a line not
+        # held full: the next run first refills it, and the outlet answers late.
+        returned = (
+            settled.level_cm
+            - c.low_level_cm
+            - state.cycles.fill_rate_cm_s() * max((settled.ts - c.end_ts).total_seconds(), 0.0)
+        )
+        leak_back = returned > max(BACKFLOW_MIN_CM, 4.0 * state.cycles.level_noise_cm())
+        self._line_held = not (leak_back or self._prev_leak_back)
+        self._prev_leak_back = leak_back
         if not drained or not big:
             self._skip(c, state)
             return None  # blocked line (it never drains the pit) or float chatter
         # In a storm the pump mostly moves the inflow during its run, and that inflow
-        # is only known from the fills before it: the balance says little then.
+        # is only known from the fills before it: the balance says little then. (The
+        # inflow *during the run* decides; the settling span after it is pit level.)
+        run_start, run_end = run_span(c, state)
         inflow_l = state.ctx.litres(
-            state.cycles.fill_rate_cm_s() * (settled.ts - c.before_ts).total_seconds()
+            state.cycles.fill_rate_cm_s() * (run_end - run_start).total_seconds()
         )
         if inflow_l > MAX_INFLOW_SHARE * pit_l:
-            self._skip(c, state)
-            return None
+            # Only the drawdown is sure: the pump moved at least that much. A block
+            # with such a lower bound can show a dry outlet (no flow while the pump
+            # surely ran), never a false deficit; it never calibrates.
+            pit_l = state.ctx.litres(c.start_level_cm - settled.level_cm)
+            if pit_l < max(MIN_CYCLE_VOLUME_L, MIN_BAND_SHARE * state.ctx.band_l):
+                self._skip(c, state)
+                return None
+            self._block.bounded = True
         return self._add_pooled(c, pit_l, state)
 
     def _add_pooled(self, c: PumpCycle, pit_l: float, state: SiteState) -> Verdict | None:
@@ -298,13 +341,27 @@ class SanitaryDischargeDetector:
         window = state.outlet.between(c.before_ts, end)
         b.samples += [o.flow_lpm for o in window]
         b.wet_flows = [x for x in b.samples if x >= FLOW_PRESENT_LPM]
-        run_s = self._run_seconds(c, state, state.cycles.net_rate_cm_s() is not None)
+        timed = state.cycles.net_rate_cm_s() is not None
+        b.timed = b.timed and timed
+        run_s = self._run_seconds(c, state, timed)
         b.run_s += run_s
         # Only outlet samples inside a run (after the line's fill time) can show a dry
         # outlet: short regular runs can fall between samples cycle after cycle (the
         # pump's period locks to the node's), and a missing flow says nothing then.
         run_start, run_end = run_span(c, state)
-        b.sure_dry += len(state.outlet.between(run_start + self._line_lag(state), run_end))
+        sure = state.outlet.between(run_start + self._line_lag(state), run_end)
+        # The learned window holds only while the line is held full behind its check
+        # valve (no water came back after this or the last stop).
+        window = self._flowing_window() if self._line_held else None
+        seen = state.outlet.between(run_start, end)
+        if window is not None:
+            lo, hi = window
+            learned = [o for o in seen if lo <= (o.ts - run_start).total_seconds() <= hi]
+            sure = sorted(set(sure) | set(learned), key=lambda o: o.ts)
+        b.sure_dry += len(sure)
+        for o in seen:
+            offset = (o.ts - run_start).total_seconds()
+            (b.wet_offsets if o.flow_lpm >= FLOW_PRESENT_LPM else b.dry_offsets).append(offset)
         # How many outlet samples fall inside a run is floor or ceil of its length in
         # intervals (phase random), and that length is itself only estimated from
         # the pit: each run's count is taken as uncertain by the worst case, 1/4.
@@ -377,6 +434,32 @@ class SanitaryDischargeDetector:
         pump_lpm = max(MIN_PUMP_FLOW_LPM, pit_pump_lpm(state) or self._normal_flow() or 0.0)
         return timedelta(minutes=state.ctx.line_volume_l / pump_lpm)
 
+    def _flowing_window(self) -> tuple[float, float] | None:
+        """When after a start this site's outlet flows on every healthy run, s.
+
+        The line's whole fill time is a bound that holds anywhere (a line drained
+        back to the pump), but a good check valve keeps the riser full and only the
+        part past the high point drains: the outlet answers sooner, and may flow on
+        after the stop while that part drains, so the flowing window is the run
+        shifted by the site's own lag. Its clean runs show it: outlet samples at an
+        offset from the run's start read flowing or dry. The window is the span
+        around the median flowing offset with no dry sample seen in it, shrunk by a
+        tenth at each end (run starts are estimated to a second or two); it counts
+        once ``WINDOW_MIN_WET`` flowing samples fall in it. A dry sample inside it
+        is as sure a sign of water gone elsewhere as one inside a run past the
+        line's fill time."""
+        if len(self._calib_wet) < WINDOW_MIN_WET:
+            return None
+        wet = sorted(self._calib_wet)
+        mid = wet[len(wet) // 2]
+        lo = max((d for d in self._calib_dry if d < mid), default=wet[0])
+        hi = min((d for d in self._calib_dry if d > mid), default=wet[-1])
+        inside = sum(1 for w in wet if lo < w < hi)
+        if inside < WINDOW_MIN_WET:
+            return None
+        margin = 0.1 * (hi - lo)
+        return lo + margin, hi - margin
+
     def _normal_flow(self) -> float | None:
         return _median(list(self._calib_flow)) if self._calib_flow else None
 
@@ -414,11 +497,19 @@ class SanitaryDischargeDetector:
         # Only the diverted side is an outlier: a ratio above normal is no diversion
         # (and lets the calibration follow a better timing of the runs).
         outlier = calibrated and share > max(0.3, 3 * scatter)
-        if not self.active and plausible and not outlier and self._up < height / 2:
+        if (
+            not self.active
+            and plausible
+            and not outlier
+            and not b.bounded
+            and self._up < height / 2
+        ):
             self._calib.append(ratio)
+            self._calib_wet.extend(b.wet_offsets)
+            self._calib_dry.extend(b.dry_offsets)
             if b.wet_flows:
                 self._calib_flow.append(_median(b.wet_flows))
-                rate = _rate_ratio(b)
+                rate = _rate_ratio(b) if b.timed else None
                 if rate is not None:
                     self._calib_rate.append(rate)
         if not self.active and self._up >= height:
@@ -449,12 +540,19 @@ class SanitaryDischargeDetector:
         it in the same runs* falls by the diverted share (the pump itself speeds up
         against the hose's lower head, so the outlet's flow alone barely changes).
         So a deficit no larger than the line's volume, with the outlet/pump rate
-        ratio at the site's normal, is a refill (short cycling's case).
+        ratio at the site's normal, is a refill (short cycling's case). Where the
+        pit cannot time the runs (shorter than its interval, no net rate learned)
+        the pump's flow is unknown and the outlet's own flow is the only rate.
         """
-        rate = _rate_ratio(b)
-        if share <= 0 or rate is None or len(self._calib_rate) < CALIBRATION_MIN_BLOCKS:
+        if share <= 0 or not b.wet_flows:
             return share
-        rate_share = 1.0 - rate / _median(list(self._calib_rate))
+        rate = _rate_ratio(b) if b.timed else None
+        if rate is not None and len(self._calib_rate) >= CALIBRATION_MIN_BLOCKS:
+            rate_share = 1.0 - rate / _median(list(self._calib_rate))
+        elif not b.timed and len(self._calib_flow) >= CALIBRATION_MIN_BLOCKS:
+            rate_share = 1.0 - _median(b.wet_flows) / _median(list(self._calib_flow))
+        else:
+            return share
         refill_share = state.ctx.line_volume_l * b.cycles / max(b.balance.pit_l, 1e-9)
         if rate_share < RATE_NORMAL_SHARE and share <= refill_share + RATE_NORMAL_SHARE:
             return max(rate_share, 0.0)
