@@ -107,6 +107,8 @@ LONG_RUN_FACTOR = 4.0
 #: most this far apart: a storm's inflow changes over tens of minutes to hours, so
 #: within an hour the trend between two periods is the one inside each.
 TREND_MAX_GAP = timedelta(hours=1)
+#: ... and only from this many periods in a row whose fitted inflow fell each time.
+TREND_PERIODS = 3
 #: Of the last SHORT_CYCLE_WINDOW cycles, this many with backflow open the finding;
 #: at most SHORT_CYCLE_CLEAR_MAX clear it.
 SHORT_CYCLE_WINDOW = 4

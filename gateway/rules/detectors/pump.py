@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import ClassVar
 
 from gateway.domain import Severity
@@ -51,6 +52,7 @@ from gateway.rules.thresholds import (
     SHORT_CYCLE_TO_OPEN,
     SHORT_CYCLE_WINDOW,
     TREND_MAX_GAP,
+    TREND_PERIODS,
 )
 
 
@@ -250,6 +252,8 @@ class ShortCyclingDetector:
         self._judged: deque[float] = deque(maxlen=SHORT_CYCLE_WINDOW)
         #: The last inflow rate fitted on a period's late part: (when, cm/s).
         self._rate: tuple[datetime, float] | None = None
+        #: The last few fitted late rates, for the inflow's trend.
+        self._rates: deque[tuple[datetime, float]] = deque(maxlen=TREND_PERIODS)
 
     def restore(self) -> None:
         """Continue a finding restored from the store."""
@@ -339,21 +343,26 @@ class ShortCyclingDetector:
 
     def _receding_cm(self, mid: datetime, rate: float, anchor_s: float, mid_s: float) -> float:
         """Rise an inflow that falls steadily (rain receding) puts before the anchor
-        beyond the late rate: with the inflow q(t) falling at dq/dt (from this and the
-        last period's fitted rates), the early part of the period filled faster than
-        the late fit says, by |dq/dt| x (M x A - A^2 / 2), A the anchor's and M the
-        late fit's midpoint's time after the stop. Backflow does not depend on the
-        weather's trend; a receding storm's front-loading does. Only a falling
-        inflow is taken (a rising one makes the excess smaller, never a false leak)."""
-        if self._rate is None:
+        beyond the late rate: with the inflow q(t) falling at dq/dt, the early part
+        of the period filled faster than the late fit says, by
+        |dq/dt| x (M x A - A^2 / 2), A the anchor's and M the late fit's midpoint's
+        time after the stop. Backflow does not depend on the weather's trend; a
+        receding storm's front-loading does. The trend counts only when the fitted
+        late rates of the last ``TREND_PERIODS`` periods (within ``TREND_MAX_GAP``)
+        fell every time: a recession is monotone, the jitter of single fits is not.
+        Only a falling inflow is taken (a rising one never makes a false leak)."""
+        rates = [(t, q) for t, q in self._rates if mid - t <= TREND_MAX_GAP]
+        self._rates.append((mid, max(rate, 0.0)))
+        rates.append((mid, max(rate, 0.0)))
+        if len(rates) < TREND_PERIODS:
             return 0.0
-        then, before = self._rate
-        gap = (mid - then).total_seconds()
-        if gap <= 0 or mid - then > TREND_MAX_GAP:
+        rates = rates[-TREND_PERIODS:]
+        if any(b[1] >= a[1] for a, b in pairwise(rates)):
             return 0.0
-        falling = (before - max(rate, 0.0)) / gap
-        if falling <= 0:
+        span = (rates[-1][0] - rates[0][0]).total_seconds()
+        if span <= 0:
             return 0.0
+        falling = (rates[0][1] - rates[-1][1]) / span
         return falling * max(0.0, mid_s * anchor_s - anchor_s**2 / 2)
 
     @staticmethod
