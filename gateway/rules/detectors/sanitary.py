@@ -100,8 +100,11 @@ GIVE_UP_AFTER = timedelta(minutes=5)
 SETTLE_MARGIN_CM = 0.5
 #: Flowing outlet samples of clean runs needed before the site's own flowing window
 #: (when after a start its outlet flows) is trusted, and how many offsets are kept.
-WINDOW_MIN_WET = 8
+WINDOW_MIN_WET = 20
 WINDOW_KEEP = 200
+#: A run's start is known well enough to time outlet samples from it when its first
+#: on-sample came at most this long after the start estimated from the levels.
+WINDOW_START_SLACK = timedelta(seconds=3)
 #: Scatter assumed before the site's own is measured (conservative).
 DEFAULT_SCATTER = 0.1
 
@@ -352,8 +355,12 @@ class SanitaryDischargeDetector:
         sure = state.outlet.between(run_start + self._line_lag(state), run_end)
         # The learned window holds only while the line is held full behind its check
         # valve (no water came back after this or the last stop).
-        window = self._flowing_window() if self._line_held else None
-        seen = state.outlet.between(run_start, end)
+        # Offsets from the start mean something only where the pit saw the start:
+        # a run its samples bracketed within a few seconds (the pump's start
+        # reported as it happened, or dense sampling).
+        timed_start = c.seen and (c.first_on_ts - run_start) <= WINDOW_START_SLACK
+        window = self._flowing_window() if self._line_held and timed_start else None
+        seen = state.outlet.between(run_start, end) if timed_start else []
         if window is not None:
             lo, hi = window
             learned = [o for o in seen if lo <= (o.ts - run_start).total_seconds() <= hi]
@@ -443,22 +450,25 @@ class SanitaryDischargeDetector:
         after the stop while that part drains, so the flowing window is the run
         shifted by the site's own lag. Its clean runs show it: outlet samples at an
         offset from the run's start read flowing or dry. The window is the span
-        around the median flowing offset with no dry sample seen in it, shrunk by a
-        tenth at each end (run starts are estimated to a second or two); it counts
-        once ``WINDOW_MIN_WET`` flowing samples fall in it. A dry sample inside it
+        of the inner 60 % of the flowing offsets with no dry sample seen in it (run
+        starts are estimated to a second or two, and each run's lag varies with how
+        much of the line drained); it counts once ``WINDOW_MIN_WET`` flowing samples
+        are known and half of them fall in it. A dry sample inside it
         is as sure a sign of water gone elsewhere as one inside a run past the
         line's fill time."""
         if len(self._calib_wet) < WINDOW_MIN_WET:
             return None
         wet = sorted(self._calib_wet)
-        mid = wet[len(wet) // 2]
-        lo = max((d for d in self._calib_dry if d < mid), default=wet[0])
-        hi = min((d for d in self._calib_dry if d > mid), default=wet[-1])
-        inside = sum(1 for w in wet if lo < w < hi)
-        if inside < WINDOW_MIN_WET:
+        n = len(wet)
+        mid = wet[n // 2]
+        # The inner 60 % of the flowing offsets: the edges of the flowing span move
+        # with each run's lag (how much of the line drained), its middle does not.
+        lo, hi = wet[int(0.2 * n)], wet[int(0.8 * n)]
+        lo = max([lo, *(d for d in self._calib_dry if d < mid)])
+        hi = min([hi, *(d for d in self._calib_dry if d > mid)])
+        if sum(1 for w in wet if lo <= w <= hi) < WINDOW_MIN_WET // 2 or hi <= lo:
             return None
-        margin = 0.1 * (hi - lo)
-        return lo + margin, hi - margin
+        return lo, hi
 
     def _normal_flow(self) -> float | None:
         return _median(list(self._calib_flow)) if self._calib_flow else None
