@@ -353,16 +353,15 @@ class SanitaryDischargeDetector:
         # pump's period locks to the node's), and a missing flow says nothing then.
         run_start, run_end = run_span(c, state)
         sure = state.outlet.between(run_start + self._line_lag(state), run_end)
-        # The learned window holds only while the line is held full behind its check
-        # valve (no water came back after this or the last stop).
-        # Offsets from the start mean something only where the pit saw the start:
-        # a run its samples bracketed within a few seconds (the pump's start
-        # reported as it happened, or dense sampling).
+        # The site's learned flowing window holds only while the line is held full
+        # behind its check valve (no water came back after this or the last stop),
+        # and offsets from the start mean something only where the pit saw the
+        # start within a few seconds (reported as it happened, or dense sampling).
         timed_start = c.seen and (c.first_on_ts - run_start) <= WINDOW_START_SLACK
-        window = self._flowing_window() if self._line_held and timed_start else None
+        flowing = self._flowing_window() if self._line_held and timed_start else None
         seen = state.outlet.between(run_start, end) if timed_start else []
-        if window is not None:
-            lo, hi = window
+        if flowing is not None:
+            lo, hi = flowing
             learned = [o for o in seen if lo <= (o.ts - run_start).total_seconds() <= hi]
             sure = sorted(set(sure) | set(learned), key=lambda o: o.ts)
         b.sure_dry += len(sure)
