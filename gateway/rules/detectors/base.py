@@ -280,6 +280,19 @@ class CycleTracker:
         ordered = sorted(self.fill_rates)
         return ordered[len(ordered) // 2]
 
+    def fill_rate_spread(self) -> float:
+        """Relative scatter of the recent inflow rates (MAD / median); 1.0 (unknown)
+        before 3 are measured. Steady groundwater gives a few %; rain starting or
+        receding gives tens of %."""
+        if len(self.fill_rates) < 3:
+            return 1.0
+        ordered = sorted(self.fill_rates)
+        mid = ordered[len(ordered) // 2]
+        if mid <= 0:
+            return 0.0 if ordered[-1] <= 0 else 1.0
+        dev = sorted(abs(x - mid) for x in ordered)
+        return 1.4826 * dev[len(dev) // 2] / mid
+
     def add(self, s: PitSample) -> PumpCycle | None:
         """Feed one sample; return a cycle when one has just ended."""
         prev, self.last = self.last, s

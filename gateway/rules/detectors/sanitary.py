@@ -314,7 +314,12 @@ class SanitaryDischargeDetector:
         inflow_l = state.ctx.litres(
             state.cycles.fill_rate_cm_s() * (run_end - run_start).total_seconds()
         )
-        if inflow_l > MAX_INFLOW_SHARE * pit_l:
+        # ... and by how much it may be off: the recent fills' scatter (steady
+        # groundwater a few %, a storm building or receding tens of %). An inflow
+        # term uncertain by more than half the smallest share to detect cannot show
+        # that share either.
+        uncertain_l = inflow_l * max(state.cycles.fill_rate_spread(), SCATTER_FLOOR)
+        if inflow_l > MAX_INFLOW_SHARE * pit_l or uncertain_l > CUSUM_REFERENCE * pit_l:
             # Only the drawdown is sure: the pump moved at least that much. A block
             # with such a lower bound can show a dry outlet (no flow while the pump
             # surely ran), never a false deficit; it never calibrates.
