@@ -79,7 +79,13 @@ def run_span(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime]:
     sample's level. Before the net rate is learned (runs with two on-samples), the
     midpoints between the pit samples around the run's edges.
     """
-    rate = cycle_net_rate(cycle) or state.cycles.net_rate_cm_s()
+    learned = state.cycles.net_rate_cm_s()
+    rate = cycle_net_rate(cycle) or learned
+    if rate is not None and learned is not None:
+        # One run's own rate comes from two noisy levels a few seconds apart; a pump
+        # drains no faster than SURE_RATE_FACTOR x its learned rate (a hose faces
+        # less head than the line) and, still pumping, no slower than 1 / that.
+        rate = min(max(rate, learned / SURE_RATE_FACTOR), learned * SURE_RATE_FACTOR)
     if rate is None or rate <= 0:
         if cycle.seen:
             start = cycle.before_ts + (cycle.first_on_ts - cycle.before_ts) / 2
