@@ -199,7 +199,7 @@ def draw_house(rng: random.Random, season: str, *, frost_safe: bool = True) -> _
         "pump": f"{hp} hp",
         "pit_diameter": "36-45 cm" if diameter < 45 else ("45-53 cm" if diameter < 53 else "53-61"),
         "lift": f"{math.floor(lift)}-{math.floor(lift) + 1} m",
-        "line_length": "3-10 m" if total < 10 else ("10-20 m" if total < 20 else "20-30 m"),
+        "line_length": _length_tag(total),
         "pipe": f"{pipe_in:g} in",
         "destination": destination,
     }
@@ -334,6 +334,35 @@ def _pump_failures(b: _Builder, replicas: int) -> None:
                       {"failure": mode})  # fmt: skip
 
 
+def _resize_line(house: _House, **changes: float) -> None:
+    """Change the real line and keep its registered length the owner's same error.
+
+    The registered length was drawn as the real total x U(0.8, 1.2); a family that
+    lengthens the line after the draw must lengthen the registered one too, or the
+    registry would say 4 m for a 15 m line (no owner is that far off)."""
+    line = house.home["line"]
+    registered = house.home["registered"]
+    before = line["line_length_m"] + line["exterior_length_m"]
+    line.update(changes)
+    after = line["line_length_m"] + line["exterior_length_m"]
+    registered["line_length_m"] = round(registered["line_length_m"] * after / before, 1)
+    house.dims["line_length"] = _length_tag(after)
+
+
+def _length_tag(total_m: float) -> str:
+    return "3-10 m" if total_m < 10 else ("10-20 m" if total_m < 20 else "20-30 m")
+
+
+def _redirect(house: _House, destination: str) -> None:
+    """Send the line somewhere else after the draw, and register it as owners do
+    (a swale is registered as grade): the registry must not keep the old one (a line
+    to grade registered as piped to the storm sewer is no house's record)."""
+    house.home["line"]["destination"] = house.dims["destination"] = destination
+    house.home["registered"]["destination"] = (
+        "storm_lateral" if destination == "storm_lateral" else "grade"
+    )
+
+
 def _valves(b: _Builder, replicas: int) -> None:
     """A valve that lets the line fall back at once, one that seeps back over the whole
     off period, and heavy rain on healthy valves (not a leak)."""
@@ -349,7 +378,7 @@ def _valves(b: _Builder, replicas: int) -> None:
             line = house.home["line"]
             # Long, wide lines hold enough water to matter against the pit's cycle.
             line["pipe_inside_diameter_in"] = rng.choice((1.25, 1.5))
-            line["line_length_m"] = round(rng.uniform(8.0, 25.0), 1)
+            _resize_line(house, line_length_m=round(rng.uniform(8.0, 25.0), 1))
             pit = house.home["pit"]
             pit["pump_on_cm"] = round(pit["pump_off_cm"] + rng.uniform(6.0, 14.0), 1)
             house.home["registered_pit"] = _registered_pit(rng, pit)
@@ -394,8 +423,8 @@ def _frozen(b: _Builder, replicas: int) -> None:
                 house.home["pressure_tap"] = tap
                 house.dims["tap"] = tap
                 line = house.home["line"]
-                line["destination"] = house.dims["destination"] = "grade"
-                line["exterior_length_m"] = round(rng.uniform(2.0, 5.0), 2)
+                _redirect(house, "grade")
+                _resize_line(house, exterior_length_m=round(rng.uniform(2.0, 5.0), 2))
                 line["outlet_to_walkway_ft"] = 40.0
                 house.home["inflow"]["baseflow_lpm"] = round(rng.uniform(0.5, 1.2), 2)
                 if diversion != "none":
@@ -421,7 +450,7 @@ def _singles(b: _Builder, replicas: int) -> None:
 
         house = draw_house(rng, "winter")
         line = house.home["line"]
-        line["destination"] = house.dims["destination"] = rng.choice(("grade", "swale"))
+        _redirect(house, rng.choice(("grade", "swale")))
         line["outlet_to_walkway_ft"] = round(rng.uniform(0.0, 6.0), 1)
         house.home["inflow"]["baseflow_lpm"] = round(rng.uniform(0.8, 2.0), 2)
         snap = {"kind": "cold_snap", "start_h": 10.0, "hours": 20.0, "delta_c": -6.0}

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from firmware_sim.offline import list_scenarios
 from firmware_sim.scoring import (
+    EXTRA_RULES,
     Score,
     SweepScore,
     missed_targets,
@@ -25,6 +26,7 @@ from firmware_sim.scoring import (
     share_delay_target,
 )
 from firmware_sim.sweep import build_sweep, smoke_sweep
+from gateway.rules.catalog import RULE_IDS
 from gateway.settings import REPO_DIR
 
 STRICT = ("sanitary_discharge", "icing_risk")
@@ -70,9 +72,8 @@ def test_other_detectors_precision_and_recall_at_least_09(score: Score, rule_id:
 # -- issue 14: the sweep of varied houses ---------------------------------------------------
 
 SWEEP_REASON = (
-    "issue 14 targets (P/R >= 0.95 per detector, 0 findings on clean site-weeks, sanitary "
-    "delay <= 3 cycles at >= 50 % and <= 10 at 25-50 %) are not met by today's detectors; "
-    "the detectors branch works on them and the lead flips this"
+    "an issue 14 target (P/R >= 0.95 per detector, 0 findings on clean site-weeks, sanitary "
+    "delay <= 3 cycles at >= 50 % and <= 10 at 25-50 %) not met yet by the detectors"
 )
 
 
@@ -133,9 +134,66 @@ def test_share_delay_targets_follow_the_issue() -> None:
     assert share_delay_target("10%") is None and share_delay_target("0%") is None
 
 
-@pytest.mark.xfail(strict=False, reason=SWEEP_REASON)
-def test_smoke_sweep_meets_the_issue_14_targets(smoke: SweepScore) -> None:
-    assert missed_targets(smoke) == []
+def _target_key(failure: str) -> str:
+    """The target a line of ``missed_targets`` is about ("rule: precision", ...)."""
+    if "findings on clean site-weeks" in failure:
+        return "clean site-weeks"
+    return (
+        failure.split(":")[0]
+        if failure.startswith("sanitary_discharge at ")
+        else (" ".join(failure.split()[:2]))
+    )
+
+
+SHARES_WITH_TARGETS = ("25%", "33%", "50%", "75%", "100%")
+TARGETS = (
+    *(
+        f"{rule}: {what}"
+        for rule in dict.fromkeys((*RULE_IDS, *EXTRA_RULES))
+        for what in ("precision", "recall")
+    ),
+    "clean site-weeks",
+    *(f"sanitary_discharge at {share}" for share in SHARES_WITH_TARGETS),
+)
+#: Targets the smoke sweep (seed 1) does not meet yet; each is a real assertion that
+#: is expected to fail until the detectors get there (docs/detectors.md says why).
+#: Every other target is asserted plainly: a change that breaks one fails the suite.
+SMOKE_NOT_YET = frozenset(
+    {
+        "sanitary_discharge: precision",  # a failed check valve on a long line reads dry
+        "frozen_line: precision",  # an air-locked pump in frost, tap not registered
+        "short_cycling: precision",
+        "short_cycling: recall",  # failed valves on 30-60 s nodes
+        "pump_failure: recall",  # the same air-locked pump (reported as a frozen line)
+        "sanitary_discharge at 100%",  # long lines at 10-30 s outlet sampling
+        "sanitary_discharge at 50%",
+        "sanitary_discharge at 25%",
+    }
+)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        pytest.param(t, marks=pytest.mark.xfail(strict=False, reason=SWEEP_REASON))
+        if t in SMOKE_NOT_YET
+        else t
+        for t in TARGETS
+    ],
+)
+def test_smoke_sweep_meets_the_issue_14_target(smoke: SweepScore, target: str) -> None:
+    missed = {_target_key(f): f for f in missed_targets(smoke)}
+    assert target not in missed, missed[target]
+
+
+def test_every_missed_target_has_a_key() -> None:
+    keys = {
+        _target_key("sanitary_discharge: precision 0.88 < 0.95"),
+        _target_key("3 findings on clean site-weeks"),
+        _target_key("sanitary_discharge at 50%: median delay 5 cycles > 3"),
+        _target_key("sanitary_discharge at 25%: nothing detected"),
+    }
+    assert keys <= set(TARGETS)
 
 
 @pytest.mark.slow

@@ -28,8 +28,11 @@ from gateway.rules.thresholds import (
     COLD_PIPE_C,
     FLOW_PRESENT_LPM,
     MAX_PUMP_LPM,
+    NO_CURRENT_A,
     OFF_MARK_TOLERANCE_CM,
     PIPE_MAX_AGE,
+    RISER_TAP_MIN_KPA,
+    STALL_ABOVE_OFF_CM,
     STALL_AFTER,
     STALL_MIN_CM_S,
     STALL_OUTLET_WINDOW,
@@ -76,7 +79,13 @@ def run_span(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime]:
     sample's level. Before the net rate is learned (runs with two on-samples), the
     midpoints between the pit samples around the run's edges.
     """
-    rate = cycle_net_rate(cycle) or state.cycles.net_rate_cm_s()
+    learned = state.cycles.net_rate_cm_s()
+    rate = cycle_net_rate(cycle) or learned
+    if rate is not None and learned is not None:
+        # One run's own rate comes from two noisy levels a few seconds apart; a pump
+        # drains no faster than SURE_RATE_FACTOR x its learned rate (a hose faces
+        # less head than the line) and, still pumping, no slower than 1 / that.
+        rate = min(max(rate, learned / SURE_RATE_FACTOR), learned * SURE_RATE_FACTOR)
     if rate is None or rate <= 0:
         if cycle.seen:
             start = cycle.before_ts + (cycle.first_on_ts - cycle.before_ts) / 2
@@ -86,7 +95,9 @@ def run_span(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime]:
         mid = cycle.before_ts + gap / 2
         return mid - gap / 4, mid + gap / 4
     pit = state.ctx.site.pit
-    off = state.cycles.off_level_cm(pit.pump_off_cm, OFF_MARK_TOLERANCE_CM)
+    off = state.cycles.off_level_cm(
+        pit.pump_off_cm, OFF_MARK_TOLERANCE_CM, state.ctx.cm(state.ctx.line_volume_l)
+    )
     length = timedelta(seconds=max(0.0, cycle.start_level_cm - off) / rate)
     length = min(length, cycle.end_ts - cycle.before_ts)
     if cycle.seen and cycle.first_on_level_cm is not None:
@@ -111,7 +122,9 @@ def sure_run(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime] | 
     learned = state.cycles.net_rate_cm_s()
     fastest = SURE_RATE_FACTOR * learned if learned else state.ctx.cm(MAX_PUMP_LPM / 60.0)
     pit = state.ctx.site.pit
-    off = state.cycles.off_level_cm(pit.pump_off_cm, OFF_MARK_TOLERANCE_CM)
+    off = state.cycles.off_level_cm(
+        pit.pump_off_cm, OFF_MARK_TOLERANCE_CM, state.ctx.cm(state.ctx.line_volume_l)
+    )
     back = max(0.0, cycle.start_level_cm - cycle.first_on_level_cm) / fastest
     ahead = max(0.0, cycle.last_on_level_cm - off) / fastest
     start = max(cycle.before_ts, cycle.first_on_ts - timedelta(seconds=back))
@@ -187,6 +200,12 @@ def stalled_run(s: PitSample, state: SiteState) -> Stall | None:
         return None
     fall = tracker.run_start_level - s.level_cm
     line_cm = state.ctx.cm(state.ctx.line_volume_l)
+    pit = state.ctx.site.pit
+    off = tracker.off_level_cm(pit.pump_off_cm, OFF_MARK_TOLERANCE_CM, line_cm)
+    if s.level_cm <= off + max(STALL_ABOVE_OFF_CM, 3.0 * tracker.level_noise_cm()):
+        # Nothing left above the off mark to drain: a pump held on at the bottom of
+        # the pit (stuck float) moves only the inflow; that is ``continuous_run``.
+        return None
     noise = 3.0 * tracker.level_noise_cm() + 1.0
     effective = fall / running.total_seconds() + tracker.run_fill_rate
     learned = tracker.drain_rate_cm_s()
@@ -197,6 +216,33 @@ def stalled_run(s: PitSample, state: SiteState) -> Stall | None:
     if any(o.flow_lpm >= FLOW_PRESENT_LPM for o in recent):
         return None
     return Stall(running, tracker.run_start_level, s.level_cm, effective, learned)
+
+
+def blocked_line_cause(state: SiteState, s: PitSample) -> str | None:
+    """Why a stalled run cannot be a blocked (frozen) line, or None if it can be.
+
+    A pump pushing against a plug turns (it draws current) and makes its shut-off
+    head: a tap on the riser, between the pump and any ice outdoors, then reads
+    more than while water flows out. A motor that draws no current moves nothing,
+    and a riser tap reading no more than the idle column while the pump "runs"
+    shows a pump making no head (air lock, broken impeller): that is the pump, not
+    the line. An outlet tap (or none) cannot tell, so the stall may be ice."""
+    if s.current_a is not None and s.current_a < NO_CURRENT_A:
+        return "motor draws no current"
+    running, idle = state.outlet.running_kpa(), state.outlet.idle_kpa()
+    if running is None or running < RISER_TAP_MIN_KPA:
+        return None
+    recent = state.outlet.between(s.ts - STALL_OUTLET_WINDOW, s.ts)
+    if len(recent) < 1:
+        return None
+    ordered = sorted(o.pressure_kpa for o in recent)
+    pressure = ordered[len(ordered) // 2]
+    # Half way from the idle column to the running head: a dead-headed pump reads
+    # at least its running head, a pump making no head at most the idle column.
+    base = idle if idle is not None else 0.0
+    if pressure < base + 0.5 * max(running - base, 0.0):
+        return "riser pressure shows the pump makes no head"
+    return None
 
 
 def cold_enough_for_ice(state: SiteState, now: datetime) -> bool:

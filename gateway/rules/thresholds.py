@@ -94,6 +94,21 @@ BACKFLOW_NOISE_SIGMAS = 5.0
 #: The float stops the pump at the registered off mark; a lowest level this far
 #: below it means the real mark is lower and the level is used instead.
 OFF_MARK_TOLERANCE_CM = 3.0
+#: Lows of float stops cluster within the line's fall-back plus this (a float's
+#: repeatability and the sampling of the stop are a couple of cm); a low further
+#: below the cluster's median was not a float stop (stuck float: the pump drained
+#: to its intake) and is not taken for the off mark.
+OFF_MARK_CLUSTER_CM = 3.0
+#: A run longer than this many times the site's median run did not end at the float
+#: (storm runs are longer too, but their lows are the float's: leaving them out
+#: only costs a sample of the off mark).
+LONG_RUN_FACTOR = 4.0
+#: An inflow trend (rain receding) is read from two periods' fitted late rates at
+#: most this far apart: a storm's inflow changes over tens of minutes to hours, so
+#: within an hour the trend between two periods is the one inside each.
+TREND_MAX_GAP = timedelta(hours=1)
+#: ... and only from this many periods in a row whose fitted inflow fell each time.
+TREND_PERIODS = 3
 #: Of the last SHORT_CYCLE_WINDOW cycles, this many with backflow open the finding;
 #: at most SHORT_CYCLE_CLEAR_MAX clear it.
 SHORT_CYCLE_WINDOW = 4
@@ -159,6 +174,9 @@ PIPE_MAX_AGE = timedelta(minutes=15)
 #: A run is judged stalled once it has lasted this long over at least STALL_SAMPLES
 #: pit samples: a normal run empties the float band in 15-70 s.
 STALL_AFTER = timedelta(seconds=120)
+#: A stall needs water above the off mark by this (plus 3 noise sigmas): a pump
+#: held on at the bottom of the pit has nothing left to drain.
+STALL_ABOVE_OFF_CM = 2.0
 STALL_SAMPLES = 3
 #: Stalled: the pump's effective drain (level fall rate + inflow) is under this share
 #: of the site's learned drain rate, or under STALL_MIN_CM_S before one is learned

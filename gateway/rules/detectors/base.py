@@ -29,6 +29,8 @@ from gateway.rules.thresholds import (
     FLOW_ABSENT_LPM,
     FLOW_PRESENT_LPM,
     FREEZING_C,
+    LONG_RUN_FACTOR,
+    OFF_MARK_CLUSTER_CM,
     THAW_AIR_C,
     THAW_FOR,
     UNSEEN_CYCLE_DROP_CM,
@@ -201,6 +203,8 @@ class CycleTracker:
         self.drain_rates: deque[float] = deque(maxlen=15)
         #: Lowest level of recent cycles (where the float really stops the pump).
         self.lows: deque[float] = deque(maxlen=12)
+        #: Spans of recent runs (sample before to sample after), s.
+        self.run_lengths: deque[float] = deque(maxlen=15)
         #: Net level fall rate while pumping (cm/s), from runs with two on-samples or more.
         self.net_rates: deque[float] = deque(maxlen=15)
 
@@ -212,15 +216,28 @@ class CycleTracker:
         ordered = sorted(self.net_rates)
         return ordered[len(ordered) // 2]
 
-    def off_level_cm(self, registered_cm: float, tolerance_cm: float) -> float:
+    def off_level_cm(
+        self, registered_cm: float, tolerance_cm: float, spread_cm: float = 0.0
+    ) -> float:
         """Where the float stops the pump: the lowest recent low (a sparse pit node
         often sees the level only after riser water fell back) raised by 1.5 noise
         sigmas (the minimum of a dozen noisy samples reads low), capped by the
-        registered mark plus its tolerance (registered marks are a few cm off)."""
+        registered mark plus its tolerance (registered marks are a few cm off).
+
+        A float stops the pump at one level, so normal lows cluster: at the mark,
+        spread upward by at most the water that can fall back before a sample
+        (``spread_cm``, the line's volume) and the noise. A low further below the
+        median than that was not a float stop (a stuck float or a run by hand
+        drains to the intake) and says nothing about the mark: it is left out."""
         cap = registered_cm + tolerance_cm
         if not self.lows:
             return cap
-        return min(min(self.lows) + 1.5 * self.level_noise_cm(), cap)
+        noise = self.level_noise_cm()
+        ordered = sorted(self.lows)
+        median = ordered[len(ordered) // 2]
+        floor = median - spread_cm - max(OFF_MARK_CLUSTER_CM, 4.0 * noise)
+        lowest = min(x for x in ordered if x >= floor)
+        return min(lowest + 1.5 * noise, cap)
 
     def learned_on_cm(self) -> float | None:
         """Highest level the pump was recently seen to wait for before starting."""
@@ -262,6 +279,19 @@ class CycleTracker:
             return 0.0
         ordered = sorted(self.fill_rates)
         return ordered[len(ordered) // 2]
+
+    def fill_rate_spread(self) -> float:
+        """Relative scatter of the recent inflow rates (MAD / median); 1.0 (unknown)
+        before 3 are measured. Steady groundwater gives a few %; rain starting or
+        receding gives tens of %."""
+        if len(self.fill_rates) < 3:
+            return 1.0
+        ordered = sorted(self.fill_rates)
+        mid = ordered[len(ordered) // 2]
+        if mid <= 0:
+            return 0.0 if ordered[-1] <= 0 else 1.0
+        dev = sorted(abs(x - mid) for x in ordered)
+        return 1.4826 * dev[len(dev) // 2] / mid
 
     def add(self, s: PitSample) -> PumpCycle | None:
         """Feed one sample; return a cycle when one has just ended."""
@@ -312,7 +342,7 @@ class CycleTracker:
                 before_level_cm=before.level_cm,
                 end_level_cm=s.level_cm,
             )
-            self.lows.append(cycle.low_level_cm)
+            self._learn_low(cycle)
             self._learn_rates(cycle)
             seconds = cycle.est_duration.total_seconds()
             if seconds > 0 and cycle.drop_cm > 0:
@@ -330,6 +360,25 @@ class CycleTracker:
         if self._fill_from is None and settled:
             self._fill_from = s
         return None
+
+    def usual_run_s(self) -> float | None:
+        """Median span of recent runs (sample before to sample after), None before 3."""
+        if len(self.run_lengths) < 3:
+            return None
+        ordered = sorted(self.run_lengths)
+        return ordered[len(ordered) // 2]
+
+    def _learn_low(self, c: PumpCycle) -> None:
+        """Keep the run's low as a sample of the off mark, if the float ended the run.
+
+        A float stops the pump once the band is drained; a run many times longer
+        than the site's usual (a stuck float held on to the intake, a pump run by
+        hand) did not end at the float, and its low is not the off mark's."""
+        run_s = (c.end_ts - c.before_ts).total_seconds()
+        usual = self.usual_run_s()
+        if usual is None or run_s <= LONG_RUN_FACTOR * usual:
+            self.lows.append(c.low_level_cm)
+        self.run_lengths.append(run_s)
 
     def _learn_rates(self, c: PumpCycle) -> None:
         first, last = c.first_on_level_cm, c.last_on_level_cm

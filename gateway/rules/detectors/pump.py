@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import ClassVar
 
 from gateway.domain import Severity
@@ -50,6 +51,8 @@ from gateway.rules.thresholds import (
     SHORT_CYCLE_CLEAR_MAX,
     SHORT_CYCLE_TO_OPEN,
     SHORT_CYCLE_WINDOW,
+    TREND_MAX_GAP,
+    TREND_PERIODS,
 )
 
 
@@ -249,6 +252,8 @@ class ShortCyclingDetector:
         self._judged: deque[float] = deque(maxlen=SHORT_CYCLE_WINDOW)
         #: The last inflow rate fitted on a period's late part: (when, cm/s).
         self._rate: tuple[datetime, float] | None = None
+        #: The last few fitted late rates, for the inflow's trend.
+        self._rates: deque[tuple[datetime, float]] = deque(maxlen=TREND_PERIODS)
 
     def restore(self) -> None:
         """Continue a finding restored from the store."""
@@ -299,10 +304,15 @@ class ShortCyclingDetector:
             BACKFLOW_WINDOW, (end - p.cycle.end_ts) * BACKFLOW_LATE_FROM
         )
         late = [x for x in off if x.ts >= late_from]
+        receding = 0.0  # cm: what an inflow falling since the last period front-loads
         if len(late) >= 3 and late[-1].ts - late[0].ts >= BACKFLOW_RATE_SPAN:
             rate, anchor_level = _fit(late)
             anchor_ts = late[0].ts
-            self._rate = (late[-1].ts, max(rate, 0.0))
+            mid = late[0].ts + (late[-1].ts - late[0].ts) / 2
+            receding = self._receding_cm(
+                mid, rate, (anchor_ts - stop).total_seconds(), (mid - stop).total_seconds()
+            )
+            self._rate = (mid, max(rate, 0.0))
         elif len(settled := [x for x in off if x.ts - p.cycle.end_ts >= BACKFLOW_WINDOW]) >= 2 and (
             settled[-1].ts - settled[0].ts >= BACKFLOW_RATE_SPAN
         ):
@@ -320,13 +330,40 @@ class ShortCyclingDetector:
         # A sparse pit node may only see the level after the backflow: the off mark
         # is read from the recent runs (``CycleTracker.off_level_cm``).
         pit = state.ctx.site.pit
-        reference = state.cycles.off_level_cm(pit.pump_off_cm, OFF_MARK_TOLERANCE_CM)
+        reference = state.cycles.off_level_cm(
+            pit.pump_off_cm, OFF_MARK_TOLERANCE_CM, state.ctx.cm(state.ctx.line_volume_l)
+        )
         excess = anchor_level - reference - max(rate, 0.0) * (anchor_ts - stop).total_seconds()
+        excess -= receding
         # What comes back is at most the line's contents (registered length may be
         # 20 % off): a larger excess is the inflow changing (rain), not backflow.
         line_cm = state.ctx.cm(state.ctx.line_volume_l)
         noise = BACKFLOW_NOISE_SIGMAS * state.cycles.level_noise_cm()
         return None if excess > BACKFLOW_MAX_LINE_SHARE * line_cm + noise else excess
+
+    def _receding_cm(self, mid: datetime, rate: float, anchor_s: float, mid_s: float) -> float:
+        """Rise an inflow that falls steadily (rain receding) puts before the anchor
+        beyond the late rate: with the inflow q(t) falling at dq/dt, the early part
+        of the period filled faster than the late fit says, by
+        |dq/dt| x (M x A - A^2 / 2), A the anchor's and M the late fit's midpoint's
+        time after the stop. Backflow does not depend on the weather's trend; a
+        receding storm's front-loading does. The trend counts only when the fitted
+        late rates of the last ``TREND_PERIODS`` periods (within ``TREND_MAX_GAP``)
+        fell every time: a recession is monotone, the jitter of single fits is not.
+        Only a falling inflow is taken (a rising one never makes a false leak)."""
+        rates = [(t, q) for t, q in self._rates if mid - t <= TREND_MAX_GAP]
+        self._rates.append((mid, max(rate, 0.0)))
+        rates.append((mid, max(rate, 0.0)))
+        if len(rates) < TREND_PERIODS:
+            return 0.0
+        rates = rates[-TREND_PERIODS:]
+        if any(b[1] >= a[1] for a, b in pairwise(rates)):
+            return 0.0
+        span = (rates[-1][0] - rates[0][0]).total_seconds()
+        if span <= 0:
+            return 0.0
+        falling = (rates[0][1] - rates[-1][1]) / span
+        return falling * max(0.0, mid_s * anchor_s - anchor_s**2 / 2)
 
     @staticmethod
     def _column_lost(p: _Pending, state: SiteState) -> bool:

@@ -32,7 +32,7 @@ from gateway.rules.detectors.base import (
     iso,
     r1,
 )
-from gateway.rules.physics import cold_enough_for_ice, stalled_run
+from gateway.rules.physics import blocked_line_cause, cold_enough_for_ice, stalled_run
 from gateway.rules.thresholds import (
     NO_CURRENT_A,
     NO_CURRENT_FOR,
@@ -131,7 +131,11 @@ class PumpFailureDetector:
         if self._high_since is not None and s.ts - self._high_since >= NO_START_FOR:
             return "water above the on mark and the pump does not start"
         stall = stalled_run(s, state)
-        if stall is not None and not cold_enough_for_ice(state, s.ts):
+        if stall is not None and (
+            not cold_enough_for_ice(state, s.ts) or blocked_line_cause(state, s) is not None
+        ):
+            # Warm weather cannot plug the line; in frost, a pump that draws no
+            # current or makes no head is the pump, not ice (``frozen_line``).
             return "pump runs but the pit does not drain"
         return ""
 

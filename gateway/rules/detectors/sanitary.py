@@ -57,6 +57,7 @@ from gateway.rules.detectors.base import (
 )
 from gateway.rules.physics import Balance, pit_pump_lpm, pumped_litres, run_span
 from gateway.rules.thresholds import (
+    BACKFLOW_MIN_CM,
     BACKFLOW_WINDOW,
     BLOCK_MAX_CYCLES,
     BLOCK_REL_ERROR,
@@ -72,6 +73,7 @@ from gateway.rules.thresholds import (
     HEALTHY_RATIO_LOW,
     HEALTHY_RATIO_LOW_UNTIMED,
     IDLE_FLOW_LPM,
+    LONG_RUN_FACTOR,
     MAX_INFLOW_SHARE,
     MIN_BAND_SHARE,
     MIN_CYCLE_VOLUME_L,
@@ -93,6 +95,16 @@ MIN_SURE_DRY_SAMPLES = 3
 MIN_RATE_SAMPLES = 2
 #: Judge a cycle with what we have once the pit has moved on this far.
 GIVE_UP_AFTER = timedelta(minutes=5)
+#: A level still rising faster than the inflow by more than this (plus 3 noise
+#: sigmas of a difference) between two samples is water still falling back.
+SETTLE_MARGIN_CM = 0.5
+#: Flowing outlet samples of clean runs needed before the site's own flowing window
+#: (when after a start its outlet flows) is trusted, and how many offsets are kept.
+WINDOW_MIN_WET = 20
+WINDOW_KEEP = 200
+#: A run's start is known well enough to time outlet samples from it when its first
+#: on-sample came at most this long after the start estimated from the levels.
+WINDOW_START_SLACK = timedelta(seconds=3)
 #: Scatter assumed before the site's own is measured (conservative).
 DEFAULT_SCATTER = 0.1
 
@@ -104,6 +116,8 @@ class _Pending:
     settled: PitSample | None = None
     #: False when the pump restarted before riser water could have fallen back.
     fully_settled: bool = False
+    #: A sample after the fall-back window, settled once the next rises only by inflow.
+    candidate: PitSample | None = None
 
 
 @dataclass
@@ -120,6 +134,13 @@ class _Block:
     #: Outlet samples inside the block's runs after the line's fill time.
     sure_dry: int = 0
     outlet_l: float = 0.0
+    #: Some cycle's pumped volume is only a lower bound (storm inflow left out).
+    bounded: bool = False
+    #: Every run was timed from the pit's own net rate (not from sample midpoints).
+    timed: bool = True
+    #: Seconds from their run's start of the outlet samples that read flowing / dry.
+    wet_offsets: list[float] = field(default_factory=list)
+    dry_offsets: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +161,13 @@ class BlockResult:
             "outlet_l": r1(self.outlet_l),
             "diverted_share": round(self.share, 2),
         }
+
+
+def _rate_ratio(b: _Block) -> float | None:
+    """Outlet flow while running / the pump's flow from the pit (pumped / run time)."""
+    if not b.wet_flows or b.run_s <= 0 or b.pit_l <= 0:
+        return None
+    return _median(b.wet_flows) / (b.pit_l * 60.0 / b.run_s)
 
 
 def _median(values: list[float]) -> float:
@@ -171,11 +199,20 @@ class SanitaryDischargeDetector:
         self._integrated_to: datetime | None = None
         #: Outlet flow while running on clean blocks (the pump's normal rate out there).
         self._calib_flow: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        #: Outlet flow while running / the pump's flow as the pit saw it, on clean
+        #: blocks: the site's normal *rate* ratio (geometry makes it differ from 1).
+        self._calib_rate: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        #: Seconds from their run's start of outlet samples reading flowing / dry, on
+        #: clean blocks: when after a start this site's outlet flows.
+        self._calib_wet: deque[float] = deque(maxlen=WINDOW_KEEP)
+        self._calib_dry: deque[float] = deque(maxlen=WINDOW_KEEP)
         self._up = 0.0
         self._down = 0.0
         self._last_diverted: datetime | None = None
         self._recent: deque[BlockResult] = deque(maxlen=8)
         self._episode = Balance(0.0, 0.0)
+        self._line_held = True
+        self._prev_leak_back = False
         interval = state.outlet.interval_s
         self._outlet_wait = max(OUTLET_LAG_MIN, timedelta(seconds=1.5 * interval))
 
@@ -191,22 +228,36 @@ class SanitaryDischargeDetector:
             self._pending.append(_Pending(event.cycle, event.first_off))
             return None
         if isinstance(event, PitSample):
-            self._settle(event)
+            self._settle(event, state)
             return self._poll(event.ts, state)
         if isinstance(event, OutletSample):
             return self._poll(event.ts, state)
         return None
 
-    def _settle(self, s: PitSample) -> None:
+    def _settle(self, s: PitSample, state: SiteState) -> None:
         """The settled level: once riser water has fallen back, or the last off
-        sample before a restart."""
+        sample before a restart.
+
+        Fall-back through a failed valve takes as long as the line takes to drain
+        back through the pump (seconds to a minute): a sample at least
+        ``BACKFLOW_WINDOW`` after the stop is settled only once the next one rose
+        no faster than the inflow (plus the noise of a difference); while the
+        level still climbs faster, water is still coming back."""
+        noise = 3.0 * 2**0.5 * state.cycles.level_noise_cm() + SETTLE_MARGIN_CM
+        fill = state.cycles.fill_rate_cm_s()
         for p in self._pending:
             if p.settled is not None or s.ts <= p.last_off.ts:
                 continue
             if s.pump_on:
                 p.settled = p.last_off
             elif s.ts - p.cycle.end_ts >= BACKFLOW_WINDOW:
-                p.settled, p.fully_settled = s, True
+                cand = p.candidate
+                if cand is not None:
+                    rise = s.level_cm - cand.level_cm
+                    if rise <= fill * (s.ts - cand.ts).total_seconds() + noise:
+                        p.settled, p.fully_settled = cand, True
+                        continue
+                p.candidate = p.last_off = s
             else:
                 p.last_off = s
 
@@ -237,17 +288,46 @@ class SanitaryDischargeDetector:
         pit = state.ctx.site.pit
         drained = c.low_level_cm <= pit.pump_off_cm + CYCLE_END_TOLERANCE_CM
         big = pit_l >= max(MIN_CYCLE_VOLUME_L, MIN_BAND_SHARE * state.ctx.band_l)
+        # A run many times longer than the site's usual was not ended by the float
+        # (a stuck float holds the pump on at the intake, moving only the inflow).
+        usual = state.cycles.usual_run_s()
+        span_s = (c.end_ts - c.before_ts).total_seconds()
+        if usual is not None and span_s > LONG_RUN_FACTOR * max(usual, 1.0):
+            drained = False
+        # Water that came back after the stop (beyond the inflow) shows a line not
+        # held full: the next run first refills it, and the outlet answers late.
+        returned = (
+            settled.level_cm
+            - c.low_level_cm
+            - state.cycles.fill_rate_cm_s() * max((settled.ts - c.end_ts).total_seconds(), 0.0)
+        )
+        leak_back = returned > max(BACKFLOW_MIN_CM, 4.0 * state.cycles.level_noise_cm())
+        self._line_held = not (leak_back or self._prev_leak_back)
+        self._prev_leak_back = leak_back
         if not drained or not big:
             self._skip(c, state)
             return None  # blocked line (it never drains the pit) or float chatter
         # In a storm the pump mostly moves the inflow during its run, and that inflow
-        # is only known from the fills before it: the balance says little then.
+        # is only known from the fills before it: the balance says little then. (The
+        # inflow *during the run* decides; the settling span after it is pit level.)
+        run_start, run_end = run_span(c, state)
         inflow_l = state.ctx.litres(
-            state.cycles.fill_rate_cm_s() * (settled.ts - c.before_ts).total_seconds()
+            state.cycles.fill_rate_cm_s() * (run_end - run_start).total_seconds()
         )
-        if inflow_l > MAX_INFLOW_SHARE * pit_l:
-            self._skip(c, state)
-            return None
+        # ... and by how much it may be off: the recent fills' scatter (steady
+        # groundwater a few %, a storm building or receding tens of %). An inflow
+        # term uncertain by more than half the smallest share to detect cannot show
+        # that share either.
+        uncertain_l = inflow_l * max(state.cycles.fill_rate_spread(), SCATTER_FLOOR)
+        if inflow_l > MAX_INFLOW_SHARE * pit_l or uncertain_l > CUSUM_REFERENCE * pit_l:
+            # Only the drawdown is sure: the pump moved at least that much. A block
+            # with such a lower bound can show a dry outlet (no flow while the pump
+            # surely ran), never a false deficit; it never calibrates.
+            pit_l = state.ctx.litres(c.start_level_cm - settled.level_cm)
+            if pit_l < max(MIN_CYCLE_VOLUME_L, MIN_BAND_SHARE * state.ctx.band_l):
+                self._skip(c, state)
+                return None
+            self._block.bounded = True
         return self._add_pooled(c, pit_l, state)
 
     def _add_pooled(self, c: PumpCycle, pit_l: float, state: SiteState) -> Verdict | None:
@@ -269,13 +349,30 @@ class SanitaryDischargeDetector:
         window = state.outlet.between(c.before_ts, end)
         b.samples += [o.flow_lpm for o in window]
         b.wet_flows = [x for x in b.samples if x >= FLOW_PRESENT_LPM]
-        run_s = self._run_seconds(c, state, state.cycles.net_rate_cm_s() is not None)
+        timed = state.cycles.net_rate_cm_s() is not None
+        b.timed = b.timed and timed
+        run_s = self._run_seconds(c, state, timed)
         b.run_s += run_s
         # Only outlet samples inside a run (after the line's fill time) can show a dry
         # outlet: short regular runs can fall between samples cycle after cycle (the
         # pump's period locks to the node's), and a missing flow says nothing then.
         run_start, run_end = run_span(c, state)
-        b.sure_dry += len(state.outlet.between(run_start + self._line_lag(state), run_end))
+        sure = state.outlet.between(run_start + self._line_lag(state), run_end)
+        # The site's learned flowing window holds only while the line is held full
+        # behind its check valve (no water came back after this or the last stop),
+        # and offsets from the start mean something only where the pit saw the
+        # start within a few seconds (reported as it happened, or dense sampling).
+        timed_start = c.seen and (c.first_on_ts - run_start) <= WINDOW_START_SLACK
+        flowing = self._flowing_window() if self._line_held and timed_start else None
+        seen = state.outlet.between(run_start, end) if timed_start else []
+        if flowing is not None:
+            lo, hi = flowing
+            learned = [o for o in seen if lo <= (o.ts - run_start).total_seconds() <= hi]
+            sure = sorted(set(sure) | set(learned), key=lambda o: o.ts)
+        b.sure_dry += len(sure)
+        for o in seen:
+            offset = (o.ts - run_start).total_seconds()
+            (b.wet_offsets if o.flow_lpm >= FLOW_PRESENT_LPM else b.dry_offsets).append(offset)
         # How many outlet samples fall inside a run is floor or ceil of its length in
         # intervals (phase random), and that length is itself only estimated from
         # the pit: each run's count is taken as uncertain by the worst case, 1/4.
@@ -348,6 +445,35 @@ class SanitaryDischargeDetector:
         pump_lpm = max(MIN_PUMP_FLOW_LPM, pit_pump_lpm(state) or self._normal_flow() or 0.0)
         return timedelta(minutes=state.ctx.line_volume_l / pump_lpm)
 
+    def _flowing_window(self) -> tuple[float, float] | None:
+        """When after a start this site's outlet flows on every healthy run, s.
+
+        The line's whole fill time is a bound that holds anywhere (a line drained
+        back to the pump), but a good check valve keeps the riser full and only the
+        part past the high point drains: the outlet answers sooner, and may flow on
+        after the stop while that part drains, so the flowing window is the run
+        shifted by the site's own lag. Its clean runs show it: outlet samples at an
+        offset from the run's start read flowing or dry. The window is the span
+        of the inner 60 % of the flowing offsets with no dry sample seen in it (run
+        starts are estimated to a second or two, and each run's lag varies with how
+        much of the line drained); it counts once ``WINDOW_MIN_WET`` flowing samples
+        are known and half of them fall in it. A dry sample inside it
+        is as sure a sign of water gone elsewhere as one inside a run past the
+        line's fill time."""
+        if len(self._calib_wet) < WINDOW_MIN_WET:
+            return None
+        wet = sorted(self._calib_wet)
+        n = len(wet)
+        mid = wet[n // 2]
+        # The inner 60 % of the flowing offsets: the edges of the flowing span move
+        # with each run's lag (how much of the line drained), its middle does not.
+        lo, hi = wet[int(0.2 * n)], wet[int(0.8 * n)]
+        lo = max([lo, *(d for d in self._calib_dry if d < mid)])
+        hi = min([hi, *(d for d in self._calib_dry if d > mid)])
+        if sum(1 for w in wet if lo <= w <= hi) < WINDOW_MIN_WET // 2 or hi <= lo:
+            return None
+        return lo, hi
+
     def _normal_flow(self) -> float | None:
         return _median(list(self._calib_flow)) if self._calib_flow else None
 
@@ -385,10 +511,21 @@ class SanitaryDischargeDetector:
         # Only the diverted side is an outlier: a ratio above normal is no diversion
         # (and lets the calibration follow a better timing of the runs).
         outlier = calibrated and share > max(0.3, 3 * scatter)
-        if not self.active and plausible and not outlier and self._up < height / 2:
+        if (
+            not self.active
+            and plausible
+            and not outlier
+            and not b.bounded
+            and self._up < height / 2
+        ):
             self._calib.append(ratio)
+            self._calib_wet.extend(b.wet_offsets)
+            self._calib_dry.extend(b.dry_offsets)
             if b.wet_flows:
                 self._calib_flow.append(_median(b.wet_flows))
+                rate = _rate_ratio(b) if b.timed else None
+                if rate is not None:
+                    self._calib_rate.append(rate)
         if not self.active and self._up >= height:
             self.active = True
             self._down = 0.0
@@ -411,15 +548,25 @@ class SanitaryDischargeDetector:
         """The share, unless the deficit is a line refill rather than a diversion.
 
         Water that leaked back through the check valve returns to the pit; the next
-        run first refills the line, so the outlet sees less volume, but at the
-        pump's full rate once the line is full. A tee or hose takes a share of the
-        *rate*. So a deficit no larger than the line's volume with the outlet
-        flowing at its normal rate is a refill (short cycling's case), not water
-        sent elsewhere.
+        run first refills the line, so the outlet sees less volume, but once the
+        line is full it flows at the pump's whole rate. A tee or hose takes a share
+        of that rate: the outlet's flow *relative to the pump's flow as the pit sees
+        it in the same runs* falls by the diverted share (the pump itself speeds up
+        against the hose's lower head, so the outlet's flow alone barely changes).
+        So a deficit no larger than the line's volume, with the outlet/pump rate
+        ratio at the site's normal, is a refill (short cycling's case). Where the
+        pit cannot time the runs (shorter than its interval, no net rate learned)
+        the pump's flow is unknown and the outlet's own flow is the only rate.
         """
-        if share <= 0 or not b.wet_flows or len(self._calib_flow) < CALIBRATION_MIN_BLOCKS:
+        if share <= 0 or not b.wet_flows:
             return share
-        rate_share = 1.0 - _median(b.wet_flows) / _median(list(self._calib_flow))
+        rate = _rate_ratio(b) if b.timed else None
+        if rate is not None and len(self._calib_rate) >= CALIBRATION_MIN_BLOCKS:
+            rate_share = 1.0 - rate / _median(list(self._calib_rate))
+        elif not b.timed and len(self._calib_flow) >= CALIBRATION_MIN_BLOCKS:
+            rate_share = 1.0 - _median(b.wet_flows) / _median(list(self._calib_flow))
+        else:
+            return share
         refill_share = state.ctx.line_volume_l * b.cycles / max(b.balance.pit_l, 1e-9)
         if rate_share < RATE_NORMAL_SHARE and share <= refill_share + RATE_NORMAL_SHARE:
             return max(rate_share, 0.0)

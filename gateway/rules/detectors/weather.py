@@ -20,7 +20,7 @@ from gateway.rules.detectors.base import (
     iso,
     r1,
 )
-from gateway.rules.physics import cold_enough_for_ice, stalled_run
+from gateway.rules.physics import blocked_line_cause, cold_enough_for_ice, stalled_run
 from gateway.rules.thresholds import (
     AIR_MAX_AGE,
     CYCLE_END_TOLERANCE_CM,
@@ -78,7 +78,11 @@ class FrozenLineDetector:
             return None
         s = event
         stall = stalled_run(s, state)
-        if stall is not None and cold_enough_for_ice(state, s.ts):
+        if (
+            stall is not None
+            and cold_enough_for_ice(state, s.ts)
+            and blocked_line_cause(state, s) is None
+        ):
             if not self.active:
                 self.active, self._since = True, s.ts
             self._stall_level = stall.start_level_cm
