@@ -182,7 +182,10 @@ class SanitaryDischargeDetector:
     rule_id: ClassVar[str] = RULE_ID
     info: ClassVar[RuleInfo] = RuleInfo(
         RULE_ID,
-        "Sump water is going into the sanitary sewer",
+        # What telemetry shows is water pumped and not seen at the outlet; where it went
+        # is inferred (a leak or a failed outlet sensor fits too), so the title says
+        # suspected until an inspection or observation confirms it (issue 15.2).
+        "Pumped water is not reaching the outlet: sanitary sewer suspected",
         "Your pump runs and the pit empties, but not all the water reaches the outdoor "
         "discharge line. Look for a hose or pipe from the sump to a floor drain, laundry "
         "tub or cleanout (or a tee on the line), remove it, and let the water leave "
