@@ -8,10 +8,8 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from types import FrameType
 from typing import Annotated
 
 import typer
@@ -55,38 +53,15 @@ def _logging(verbose: bool) -> None:
     )
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, telling ``on_stop`` the moment a stop signal arrives."""
-
-    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], None] | None) -> None:
-        super().__init__(config)
-        self._on_stop = on_stop
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self._on_stop is not None:
-            self._on_stop()
-        super().handle_exit(sig, frame)
-
-
-def serve(
-    settings: Settings,
-    *,
-    log_level: str = "info",
-    on_stop: Callable[[], None] | None = None,
-    ingest: bool = True,
-) -> None:
+def serve(settings: Settings, *, log_level: str = "info", ingest: bool = True) -> None:
     """Run the gateway and its API in this process until SIGINT/SIGTERM (``ingest``
-    False: the API and pages only).
-
-    ``on_stop`` runs as soon as the signal arrives, before the graceful shutdown (the
-    demo stops its simulator there, so the shutdown does not compete with its load)."""
+    False: the API and pages only)."""
     from gateway.app import create_app, server_config
 
     # Everything the process writes (database, -wal/-shm, spool, reports) is for
     # its own user only: mode 600 files, 700 folders.
     os.umask(0o077)
-    app_ = create_app(settings, ingest=ingest)
-    _Server(server_config(app_, settings, log_level), on_stop).run()
+    uvicorn.Server(server_config(create_app(settings, ingest=ingest), settings, log_level)).run()
 
 
 @app.command()
@@ -288,8 +263,10 @@ def demo(
     for line in describe_seed(load_seed(users)):
         console.print(f"  {line}")
     try:
-        # The simulator is the load: it stops first, at the signal itself.
-        serve(settings, log_level="warning", on_stop=sim.terminate)
+        # The simulator stops after the gateway: stopped first, its nodes' last wills
+        # would reach a gateway still shutting down and open an "offline" finding for
+        # every home at each stop. The gateway's drain is bounded instead.
+        serve(settings, log_level="warning")
     except (KeyboardInterrupt, SystemExit):
         pass  # uvicorn re-raises the signal it handled; the stop below is the clean exit
     finally:

@@ -181,4 +181,9 @@ def test_a_demo_rerun_on_its_data_dir_does_not_write_a_second_history(tmp_path: 
     # Wait for the rerun's live readings (not a moment of start-up: the demo is signalled
     # only once it stores).
     _run_demo_until(data, lambda db: _count_until(db, time.time() + 60) > held + 50)
-    assert _count_until(db, first_newest) == held
+    # A second history would add hours of readings (over 100,000 here). What the first
+    # demo's nodes published just before it stopped, still queued for the gateway's
+    # session, is delivered to the rerun and may be a moment older than the newest
+    # reading stored: at most a few per node, never a history.
+    nodes = 12 * 3
+    assert held <= _count_until(db, first_newest) <= held + nodes

@@ -9,7 +9,13 @@ from pathlib import Path
 
 from gateway.settings import REPO_DIR
 
-KERNEL = ("gateway.domain", "gateway.contract", "gateway.errors", "gateway.units")
+KERNEL = (
+    "gateway.domain",
+    "gateway.contract",
+    "gateway.errors",
+    "gateway.units",
+    "gateway.tomlfile",
+)
 
 
 def _imports(folder: Path) -> dict[str, set[str]]:
