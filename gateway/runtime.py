@@ -342,25 +342,49 @@ class WebRuntime:
     cases: CaseService
 
 
-@contextlib.asynccontextmanager
-async def run_web(settings: Settings) -> AsyncIterator[WebRuntime]:
-    """The API and pages without ingestion (``sumpwatch api``), over the state the
-    gateways write (PostgreSQL, ``state_url``) and the time-series store; any number
-    of them behind a load balancer, a session valid on each (it is in the state)."""
+@dataclass(frozen=True)
+class _Opened:
+    """What a gateway and a web server both open first, in this order."""
+
+    file_registry: SiteRegistry
+    packs: dict[str, RulePack]
+    alerts_config: AlertsConfig
+    db: SqliteDatabase
+    state_db: Database
+    #: The registry every stage reads: sites as the cases' records amend them.
+    registry: SiteRegistry
+    cases: CaseRepository
+    store: TimeSeriesStore
+
+
+async def _open_stores(settings: Settings, stack: contextlib.AsyncExitStack) -> _Opened:
+    """Registry, packs, alert routing, the SQLite file, the state database, the amended
+    registry and the time-series store, each closed by ``stack``."""
     file_registry, packs = _registry_and_packs(settings)
     alerts_config = load_alerts_config(settings.alerts_file).with_secrets(
         smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
     )
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: docs/security.md
+    db = SqliteDatabase(settings.sqlite_file)
+    await db.open()
+    stack.push_async_callback(db.close)
+    state_db = await _state_database(settings, db, stack)
+    registry, case_repo = await _amended_registry(state_db, file_registry)
+    store = make_store(settings, db)
+    await store.open()
+    stack.push_async_callback(store.close)
+    return _Opened(file_registry, packs, alerts_config, db, state_db, registry, case_repo, store)
+
+
+@contextlib.asynccontextmanager
+async def run_web(settings: Settings) -> AsyncIterator[WebRuntime]:
+    """The API and pages without ingestion (``sumpwatch api``), over the state the
+    gateways write (PostgreSQL, ``state_url``) and the time-series store; any number
+    of them behind a load balancer, a session valid on each (it is in the state)."""
     async with contextlib.AsyncExitStack() as stack:
-        db = SqliteDatabase(settings.sqlite_file)
-        await db.open()
-        stack.push_async_callback(db.close)
-        state_db = await _state_database(settings, db, stack)
-        registry, case_repo = await _amended_registry(state_db, file_registry)
-        store = make_store(settings, db)
-        await store.open()
-        stack.push_async_callback(store.close)
+        opened = await _open_stores(settings, stack)
+        packs, db, state_db, store = opened.packs, opened.db, opened.state_db, opened.store
+        registry, case_repo, alerts_config = opened.registry, opened.cases, opened.alerts_config
         findings = FindingRepository(state_db)
         # An action on an alert (acknowledge, resolve) queues its notifications in the
         # shared outbox; the gateways' delivery loops send them. Not opened: taking
@@ -395,21 +419,11 @@ async def report_sources(settings: Settings) -> AsyncIterator[ReportSources]:
 @contextlib.asynccontextmanager
 async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
     """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
-    file_registry, packs = _registry_and_packs(settings)
-    alerts_config = load_alerts_config(settings.alerts_file).with_secrets(
-        smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
-    )
-    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: docs/security.md
     async with contextlib.AsyncExitStack() as stack:
-        db = SqliteDatabase(settings.sqlite_file)
-        await db.open()
-        stack.push_async_callback(db.close)
-        state_db = await _state_database(settings, db, stack)
-        # Built first: every stage below reads the sites through the cases' records.
-        registry, case_repo = await _amended_registry(state_db, file_registry)
-        store = make_store(settings, db)
-        await store.open()
-        stack.push_async_callback(store.close)
+        opened = await _open_stores(settings, stack)
+        packs, db, state_db, store = opened.packs, opened.db, opened.state_db, opened.store
+        registry, case_repo, alerts_config = opened.registry, opened.cases, opened.alerts_config
+        file_registry = opened.file_registry
         state = StateRepository(state_db)
         await state.open()
         metrics = Metrics()
