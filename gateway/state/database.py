@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from gateway.errors import StoreError, StoreUnavailable
 from gateway.state import migrations
@@ -152,19 +152,51 @@ def _create_private(path: Path) -> None:
             file.chmod(0o600)
 
 
-class SqliteDatabase:
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Closable)
+
+
+class ThreadedConnections(Generic[C]):
+    """One writer thread with its connection, and reader threads each with its own:
+    what both state databases hold, and how they let it go."""
+
+    def __init__(self) -> None:
+        self._writer: ThreadPoolExecutor | None = None
+        self._write_conn: C | None = None
+        self._readers = threading.local()
+        self._reader_pool: ThreadPoolExecutor | None = None
+        self._reader_conns: list[C] = []
+        self._lock = threading.Lock()
+
+    async def close(self) -> None:
+        """Stop the threads and close every connection."""
+        if self._writer is not None:
+            conn = self._write_conn
+            if conn is not None:
+                await asyncio.get_running_loop().run_in_executor(self._writer, conn.close)
+            self._writer.shutdown(wait=True)
+            self._writer = None
+            self._write_conn = None
+        if self._reader_pool is not None:
+            self._reader_pool.shutdown(wait=True)
+            self._reader_pool = None
+        with self._lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
+
+
+class SqliteDatabase(ThreadedConnections[sqlite3.Connection]):
     """One SQLite file: a writer thread and per-thread reader connections."""
 
     dialect: Dialect = "sqlite"
 
     def __init__(self, path: Path) -> None:
+        super().__init__()
         self.path = path
-        self._writer: ThreadPoolExecutor | None = None
-        self._write_conn: sqlite3.Connection | None = None
-        self._readers = threading.local()
-        self._reader_pool: ThreadPoolExecutor | None = None
-        self._reader_conns: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
 
     @property
     def label(self) -> str:
@@ -191,23 +223,6 @@ class SqliteDatabase:
             raise StoreUnavailable(f"cannot open {self.path}: {exc}") from exc
         if migrate:
             await self.migrate()
-
-    async def close(self) -> None:
-        """Stop the threads and close every connection."""
-        if self._writer is not None:
-            conn = self._write_conn
-            if conn is not None:
-                await asyncio.get_running_loop().run_in_executor(self._writer, conn.close)
-            self._writer.shutdown(wait=True)
-            self._writer = None
-            self._write_conn = None
-        if self._reader_pool is not None:
-            self._reader_pool.shutdown(wait=True)
-            self._reader_pool = None
-        with self._lock:
-            for conn in self._reader_conns:
-                conn.close()
-            self._reader_conns.clear()
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` in one transaction on the writer thread."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -31,7 +30,7 @@ from psycopg.rows import RowMaker
 
 from gateway.errors import StoreError, StoreUnavailable
 from gateway.state import migrations
-from gateway.state.database import Cursor, Dialect, IntegrityError
+from gateway.state.database import Cursor, Dialect, IntegrityError, ThreadedConnections
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -180,20 +179,15 @@ def upgrade(conn: psycopg.Connection[Any], target: int | None = None) -> migrati
     return migrations.UpgradeResult(before, max(before, current_version(conn)))
 
 
-class PostgresDatabase:
+class PostgresDatabase(ThreadedConnections[psycopg.Connection[PgRow]]):
     """State in PostgreSQL: a writer connection and per-thread reader connections."""
 
     dialect: Dialect = "postgresql"
 
     def __init__(self, url: str, *, readers: int = 4) -> None:
+        super().__init__()
         self.url = url
         self._readers_max = readers
-        self._writer: ThreadPoolExecutor | None = None
-        self._write_conn: psycopg.Connection[PgRow] | None = None
-        self._reader_pool: ThreadPoolExecutor | None = None
-        self._readers = threading.local()
-        self._reader_conns: list[psycopg.Connection[PgRow]] = []
-        self._lock = threading.Lock()
 
     @property
     def label(self) -> str:
@@ -209,23 +203,6 @@ class PostgresDatabase:
         self._write_conn = await self._call(self._writer, lambda: connect(self.url))
         if migrate:
             await self.migrate()
-
-    async def close(self) -> None:
-        """Stop the threads and close every connection."""
-        if self._writer is not None:
-            conn = self._write_conn
-            if conn is not None:
-                await asyncio.get_running_loop().run_in_executor(self._writer, conn.close)
-            self._writer.shutdown(wait=True)
-            self._writer = None
-            self._write_conn = None
-        if self._reader_pool is not None:
-            self._reader_pool.shutdown(wait=True)
-            self._reader_pool = None
-        with self._lock:
-            for conn in self._reader_conns:
-                conn.close()
-            self._reader_conns.clear()
 
     def _writer_conn(self) -> psycopg.Connection[PgRow]:
         """The writer connection, reconnected if the server dropped it (a restart or
