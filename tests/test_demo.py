@@ -47,7 +47,7 @@ def _broker_port(data: Path) -> int:
     return int(match.group(1))
 
 
-def _retained_discovery(port: int, timeout: float = 10.0) -> set[str]:
+def _retained_discovery(port: int, timeout: float = 30.0) -> set[str]:
     """Sites with a retained ``homeassistant/+/+/config`` on the broker (what a Home
     Assistant connecting now would read)."""
     sites: set[str] = set()

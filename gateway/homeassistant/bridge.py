@@ -148,13 +148,18 @@ class HomeAssistantBridge:
                 site, self.prefix, f"{self.dashboard_url}/site/{site.id}"
             )
         }
-        for topic in await self._retained_configs(client):
-            if topic not in current:
-                await client.publish(topic, b"", qos=1, retain=True)
-                self.removed_configs += 1
-        for topic, config in current.items():
-            await client.publish(topic, _json(config), qos=1, retain=True)
-            self.published_configs += 1
+        stale = [t for t in await self._retained_configs(client) if t not in current]
+        # All in flight at once: one PUBACK round trip each, in turn, took longer than
+        # a demo's first minute while the broker absorbed its history backfill.
+        await asyncio.gather(
+            *(client.publish(topic, b"", qos=1, retain=True) for topic in stale),
+            *(
+                client.publish(topic, _json(config), qos=1, retain=True)
+                for topic, config in current.items()
+            ),
+        )
+        self.removed_configs += len(stale)
+        self.published_configs += len(current)
         await client.publish(AVAILABILITY_TOPIC, b"online", qos=1, retain=True)
         self._dirty = set(self.sites)
 
