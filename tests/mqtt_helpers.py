@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -114,3 +117,15 @@ async def wait_connected(runtime: Runtime, timeout: float = 10.0) -> None:
         return runtime.source.connected
 
     await wait_until(up, timeout)
+
+
+def stored_seqs(data_dir: Path) -> set[int]:
+    """The ``seq`` of every reading a gateway's data dir holds (none before it exists)."""
+    path = data_dir / "sumpwatch.db"
+    if not path.exists():
+        return set()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        try:
+            return {r[0] for r in conn.execute("SELECT seq FROM readings")}
+        except sqlite3.OperationalError:
+            return set()

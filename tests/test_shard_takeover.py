@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 import time
 from pathlib import Path
 
@@ -16,23 +15,12 @@ from pydantic import SecretStr
 from gateway.broker import BrokerProcess
 from gateway.runtime import Lease, run_shard_leases
 from gateway.settings import Settings
-from tests.mqtt_helpers import pit_messages, publish, wait_until
+from tests.mqtt_helpers import pit_messages, publish, stored_seqs, wait_until
 
 LEASE = Lease(lease_s=3.0, check_s=0.2, retry_s=0.2)
 #: The standby tries every 2 s: the messages below are published between two tries,
 #: while no gateway is connected, so they can only arrive from the broker's queue.
 STANDBY = Lease(lease_s=3.0, check_s=0.2, retry_s=2.0)
-
-
-def _seqs(data_dir: Path) -> set[int]:
-    path = data_dir / "sumpwatch.db"
-    if not path.exists():
-        return set()
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        try:
-            return {r[0] for r in conn.execute("SELECT seq FROM readings")}
-        except sqlite3.OperationalError:
-            return set()
 
 
 def _gateway(settings: Settings, name: str, tmp_path: Path, pg_url: str) -> Settings:
@@ -54,12 +42,12 @@ async def test_a_standby_takes_over_a_dead_gateways_shard_and_drains_its_queue(
     holder = asyncio.create_task(run_shard_leases(first, [0], stop_first, LEASE))
     # The first gateway holds the shard once what is published reaches its store.
     before = pit_messages(5)
-    while not _seqs(first.data_dir):
+    while not stored_seqs(first.data_dir):
         await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, before)
         await asyncio.sleep(0.3)
     waiting = asyncio.create_task(run_shard_leases(standby, [0], stop_standby, STANDBY))
     await asyncio.sleep(0.3)
-    assert not _seqs(standby.data_dir)  # it waits: the shard is held
+    assert not stored_seqs(standby.data_dir)  # it waits: the shard is held
 
     # The holder dies: its session ends (the lease's lock with it) and it stops.
     died = time.monotonic()
@@ -77,10 +65,10 @@ async def test_a_standby_takes_over_a_dead_gateways_shard_and_drains_its_queue(
     stop_standby.set()
     await asyncio.wait_for(waiting, 15)
     published = set(range(5)) | set(range(100, 105))
-    assert _seqs(first.data_dir) | _seqs(standby.data_dir) == published
-    assert set(range(100, 105)) <= _seqs(standby.data_dir)
+    assert stored_seqs(first.data_dir) | stored_seqs(standby.data_dir) == published
+    assert set(range(100, 105)) <= stored_seqs(standby.data_dir)
     assert takeover_s < STANDBY.retry_s + 5
 
 
 async def _has(data_dir: Path, seqs: set[int]) -> bool:
-    return seqs <= _seqs(data_dir)
+    return seqs <= stored_seqs(data_dir)

@@ -4,10 +4,8 @@ its client id; everything published is stored (issue 18.3, 18.5 in part)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -17,20 +15,9 @@ import pytest
 
 from gateway.broker import BrokerProcess
 from tests.conftest import DEMO_SITES
-from tests.mqtt_helpers import pit_messages, publish
+from tests.mqtt_helpers import pit_messages, publish, stored_seqs
 
 pytestmark = pytest.mark.integration
-
-
-def _seqs(data_dir: Path) -> set[int]:
-    path = data_dir / "sumpwatch.db"
-    if not path.exists():
-        return set()
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        try:
-            return {r[0] for r in conn.execute("SELECT seq FROM readings")}
-        except sqlite3.OperationalError:
-            return set()
 
 
 def _start(
@@ -75,7 +62,7 @@ def test_a_standby_process_takes_over_the_shard_of_a_killed_gateway_and_stores_e
         standby, standby_log = _start(tmp_path, "standby", mosquitto, pg_url, "--standby")
         before = pit_messages(50)
         publish(mosquitto.host, mosquitto.port, before)
-        _wait(lambda: len(_seqs(tmp_path / "holder")) == 50, 30, "stored", holder_log)
+        _wait(lambda: len(stored_seqs(tmp_path / "holder")) == 50, 30, "stored", holder_log)
 
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=10)
@@ -85,7 +72,7 @@ def test_a_standby_process_takes_over_the_shard_of_a_killed_gateway_and_stores_e
         published = set(range(50)) | set(range(1000, 1050))
 
         def all_stored() -> bool:
-            return _seqs(tmp_path / "holder") | _seqs(tmp_path / "standby") == published
+            return stored_seqs(tmp_path / "holder") | stored_seqs(tmp_path / "standby") == published
 
         _wait(all_stored, 60, "takeover", standby_log)
         takeover_s = time.monotonic() - killed

@@ -40,7 +40,8 @@ def _user_version(path: Path) -> int:
         conn.close()
 
 
-def _schema(path: Path) -> dict[str, set[str]]:
+def sqlite_schema(path: Path) -> dict[str, set[str]]:
+    """Each table of a SQLite file with its column names."""
     conn = sqlite3.connect(path)
     try:
         tables = [
@@ -96,7 +97,7 @@ async def test_an_upgraded_legacy_database_has_the_same_schema_as_a_new_one(
         db = SqliteDatabase(tmp_path / name)
         await db.open()
         await db.close()
-    assert _schema(tmp_path / "legacy.db") == _schema(tmp_path / "new.db")
+    assert sqlite_schema(tmp_path / "legacy.db") == sqlite_schema(tmp_path / "new.db")
 
 
 async def test_a_legacy_table_missing_a_column_is_refused_with_its_name(tmp_path: Path) -> None:
@@ -129,7 +130,7 @@ async def test_the_schema_has_every_column_the_time_series_store_writes(tmp_path
     db = SqliteDatabase(tmp_path / "s.db")
     await db.open()
     await db.close()
-    schema = _schema(tmp_path / "s.db")
+    schema = sqlite_schema(tmp_path / "s.db")
     assert set(READING_COLUMNS) <= schema["readings"]
     assert set(rollup_columns()) <= schema["rollup_1m"]
     assert set(rollup_columns()) <= schema["rollup_1h"]

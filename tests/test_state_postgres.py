@@ -4,7 +4,6 @@ what PostgreSQL adds for several gateways (a real throwaway cluster, tests/pg_fi
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
 import psycopg
@@ -20,6 +19,7 @@ from gateway.state.database import Database, SqliteDatabase
 from gateway.state.factory import state_database
 from gateway.state.postgres import PostgresDatabase, redact, to_pyformat
 from tests.pg_fixture import StateDbFactory
+from tests.test_state_migrations import sqlite_schema
 
 #: Tables of the time-series store: created by the SQLite chain, never in PostgreSQL.
 STORE_TABLES = {
@@ -30,19 +30,6 @@ STORE_TABLES = {
     "rollup_1d",
     "rollup_1d_dirty",
 }
-
-
-def _sqlite_schema(path: Path) -> dict[str, set[str]]:
-    conn = sqlite3.connect(path)
-    try:
-        names = [
-            r[0]
-            for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            if not r[0].startswith("sqlite_")
-        ]
-        return {t: {r[1] for r in conn.execute(f"PRAGMA table_info({t})")} for t in names}
-    finally:
-        conn.close()
 
 
 def _pg_schema(url: str) -> dict[str, set[str]]:
@@ -99,8 +86,8 @@ async def test_postgresql_holds_every_state_table_and_column_sqlite_has(
     for db in (SqliteDatabase(tmp_path / "s.db"), PostgresDatabase(pg_url)):
         await db.open()
         await db.close()
-    sqlite_schema, pg_schema = _sqlite_schema(tmp_path / "s.db"), _pg_schema(pg_url)
-    state_tables = {t: cols for t, cols in sqlite_schema.items() if t not in STORE_TABLES}
+    on_sqlite, pg_schema = sqlite_schema(tmp_path / "s.db"), _pg_schema(pg_url)
+    state_tables = {t: cols for t, cols in on_sqlite.items() if t not in STORE_TABLES}
     assert pg_schema == state_tables
 
 
