@@ -17,7 +17,7 @@ import uvicorn
 from rich.console import Console
 
 from gateway.accounts.cli import user_app
-from gateway.cases.cli import case_app
+from gateway.cases.cli import amended_sites, case_app
 from gateway.examples import EXAMPLE_SITES, EXAMPLE_USERS
 from gateway.provision import provision, provision_gateway, provision_homeassistant
 from gateway.reports import cli as report_cli
@@ -349,7 +349,7 @@ def _report_sources(settings: Settings) -> AbstractAsyncContextManager[ReportSou
 
 
 # Commands that live with their feature's package.
-app.command("audit")(rules_cli.audit)
+app.command("audit")(rules_cli.audit_command(amended_sites))
 app.command("replay")(rules_cli.replay)
 app.add_typer(report_cli.mount(_report_sources), name="report")
 app.add_typer(user_app, name="user")

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from firmware_sim.cli import score
 from firmware_sim.offline import run_offline, write_jsonl
 from firmware_sim.scoring import registry_from_toml
-from gateway.rules.cli import audit, replay
+from gateway.cases.cli import amended_sites
+from gateway.rules.cli import audit_command, replay
 from gateway.rules.pack import load_packs
 from gateway.rules.replay import parse_line, replay_file
 from gateway.settings import REPO_DIR
@@ -35,7 +36,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def _cli() -> typer.Typer:
     app = typer.Typer()
-    app.command("audit")(audit)
+    app.command("audit")(audit_command(amended_sites))
     app.command("replay")(replay)
     app.command("score")(score)
     return app
