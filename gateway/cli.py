@@ -25,6 +25,7 @@ from gateway.reports.sources import ReportSources
 from gateway.rules import cli as rules_cli
 from gateway.settings import Settings, load_settings
 from gateway.state.cli import db_app
+from gateway.validate import shape_only
 
 if TYPE_CHECKING:  # the broker module is imported by the demo only
     from gateway.broker import BrokerProcess
@@ -350,7 +351,7 @@ def _report_sources(settings: Settings) -> AbstractAsyncContextManager[ReportSou
 
 # Commands that live with their feature's package.
 app.command("audit")(rules_cli.audit_command(amended_sites))
-app.command("replay")(rules_cli.replay)
+app.command("replay")(rules_cli.replay_command(shape_only().validate))
 app.add_typer(report_cli.mount(_report_sources), name="report")
 app.add_typer(user_app, name="user")
 app.add_typer(case_app, name="case")

@@ -1,8 +1,8 @@
-"""``sumpwatch audit | replay``: typer command functions.
+"""``sumpwatch audit | replay``: factories of typer command functions.
 
-The composition root mounts them (``app.command("audit")(audit_command(amend))``,
-``app.command("replay")(replay)``). ``score`` needs the simulator, so it lives with
-it (``firmware_sim/cli.py``).
+The composition root mounts them with what they need from above the rules
+(``app.command("audit")(audit_command(amend))``, ``replay_command(validate)``).
+``score`` needs the simulator, so it lives with it (``firmware_sim/cli.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from gateway.examples import EXAMPLE_SITES
 from gateway.registry.models import SiteRegistry, load_registry
 from gateway.rules.audit import AuditItem, audit_sites
 from gateway.rules.pack import RulePack, load_packs
-from gateway.rules.replay import replay_file
+from gateway.rules.replay import Classify, replay_file
 from gateway.rules.serialize import citation_json, event_json, finding_json
 
 #: The demo registry, shipped as package data (an installed wheel has no deploy/).
@@ -119,36 +119,49 @@ def audit_command(amend: Amend) -> Callable[..., None]:
     return audit
 
 
-def replay(
-    telemetry: Annotated[Path, typer.Argument(help="JSONL file written by the simulator (--out)")],
-    sites: SitesOpt = DEFAULT_SITES,
-    packs: PacksOpt = None,
-    silence_factor: Annotated[
-        float, typer.Option(help="Silent after this many sample intervals")
-    ] = 6.0,
-    events: Annotated[
-        bool, typer.Option("--events", help="Print every opened/updated/cleared event")
-    ] = False,
-) -> None:
-    """Run the live detectors over a recorded telemetry file on data time and print the
-    findings as JSON lines (format: docs/detectors.md). A summary goes to stderr."""
-    try:
-        registry = load_registry(sites)
-        result = replay_file(telemetry, registry, load_packs(packs), silence_factor=silence_factor)
-    except SumpWatchError as exc:
-        raise _fail(exc) from exc
-    except OSError as exc:
-        raise _fail(SumpWatchError(f"cannot read {telemetry}: {exc}")) from exc
-    out = sys.stdout
-    if events:
-        for e in result.events:
-            out.write(json.dumps(event_json(e), default=str) + "\n")
-    else:
-        for f in result.findings:
-            out.write(json.dumps(finding_json(f), default=str) + "\n")
-    rejected = sum(result.rejected.values())
-    Console(stderr=True).print(
-        f"{result.messages} lines, {result.accepted} accepted, {rejected} refused "
-        f"{dict(result.rejected)}, {result.invalid_lines} unreadable; "
-        f"{len(result.findings)} findings"
-    )
+def replay_command(validate: Classify) -> Callable[..., None]:
+    """``sumpwatch replay`` with the validate stage's shape check ``validate``."""
+
+    def replay(
+        telemetry: Annotated[
+            Path, typer.Argument(help="JSONL file written by the simulator (--out)")
+        ],
+        sites: SitesOpt = DEFAULT_SITES,
+        packs: PacksOpt = None,
+        silence_factor: Annotated[
+            float, typer.Option(help="Silent after this many sample intervals")
+        ] = 6.0,
+        events: Annotated[
+            bool, typer.Option("--events", help="Print every opened/updated/cleared event")
+        ] = False,
+    ) -> None:
+        """Run the live detectors over a recorded telemetry file on data time and print the
+        findings as JSON lines (format: docs/detectors.md). A summary goes to stderr."""
+        try:
+            registry = load_registry(sites)
+            result = replay_file(
+                telemetry,
+                registry,
+                load_packs(packs),
+                validate=validate,
+                silence_factor=silence_factor,
+            )
+        except SumpWatchError as exc:
+            raise _fail(exc) from exc
+        except OSError as exc:
+            raise _fail(SumpWatchError(f"cannot read {telemetry}: {exc}")) from exc
+        out = sys.stdout
+        if events:
+            for e in result.events:
+                out.write(json.dumps(event_json(e), default=str) + "\n")
+        else:
+            for f in result.findings:
+                out.write(json.dumps(finding_json(f), default=str) + "\n")
+        rejected = sum(result.rejected.values())
+        Console(stderr=True).print(
+            f"{result.messages} lines, {result.accepted} accepted, {rejected} refused "
+            f"{dict(result.rejected)}, {result.invalid_lines} unreadable; "
+            f"{len(result.findings)} findings"
+        )
+
+    return replay

@@ -3,7 +3,9 @@
 Input: the simulator's JSON-lines file (``firmware_sim --out``): one object a
 line with ``topic`` and ``payload`` (text; or ``payload_b64`` for bytes that are
 not UTF-8; a JSON object payload is accepted too). Each message goes through the
-gateway's validator; invalid lines are counted and skipped. The engine runs on
+gateway's validator, which the caller hands in (a composition root: the rules do
+not reach into the validate stage; ``gateway.validate.shape_only``); invalid
+lines are counted and skipped. The engine runs on
 data time: the replay clock is the newest accepted device timestamp, and a
 message more than ``max_future_skew_s`` ahead of it is refused like a live
 device clock running ahead.
@@ -15,23 +17,33 @@ import base64
 import binascii
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gateway.contract import NodeKind, parse_topic
-from gateway.domain import DeadLetter, Finding, FindingEvent, RawMessage, Reading
+from gateway.domain import (
+    DeadLetter,
+    Finding,
+    FindingEvent,
+    RawMessage,
+    Reading,
+    StatusChange,
+)
 from gateway.registry.models import SiteRegistry
 from gateway.rules.engine import RulesEngine
 from gateway.rules.pack import RulePack
-from gateway.validate import Validator
 
 TICK_EVERY = timedelta(seconds=5)
 #: Messages in a row ahead of the clock that agree with each other: real time moved on.
 RESYNC_AFTER = 5
-#: The validator's clock: far ahead, so it never refuses on time (the replay clock does).
+#: Receive time of a message before the data clock has one (only its shape is checked).
 _FAR = datetime(9999, 1, 1, tzinfo=UTC)
+
+#: Classifies a message by shape alone (time is the replay clock's job): the validate
+#: stage's, handed in by the composition root (``gateway.validate.shape_only().validate``).
+Classify = Callable[[RawMessage], Reading | StatusChange | DeadLetter]
 
 
 @dataclass
@@ -108,14 +120,14 @@ class _Replay:
         self,
         registry: SiteRegistry,
         packs: dict[str, RulePack],
+        validate: Classify,
         silence_factor: float,
         max_future_skew_s: float,
     ) -> None:
         self.registry = registry
+        self.validate = validate
         self.engine = RulesEngine(registry, packs, silence_factor)
         self.clock = _ReplayClock(timedelta(seconds=max_future_skew_s))
-        # Time checks are the clock's job here: the validator only checks shape.
-        self.validator = Validator(max_future_skew_s=1e12, max_age_s=1e12, clock=lambda: _FAR)
         self.result = ReplayResult([], [])
         self.pump_on: dict[str, bool] = {}
         self.last_tick: datetime | None = None
@@ -135,7 +147,7 @@ class _Replay:
             result.invalid_lines += 1
             return
         topic, payload = item
-        out = self.validator.validate(RawMessage(topic, payload, self.clock.now or _FAR))
+        out = self.validate(RawMessage(topic, payload, self.clock.now or _FAR))
         if isinstance(out, DeadLetter):
             result.rejected[out.reason] += 1
             self.heard(topic)
@@ -193,18 +205,25 @@ def replay(
     registry: SiteRegistry,
     packs: dict[str, RulePack],
     *,
+    validate: Classify,
     silence_factor: float = 6.0,
     max_future_skew_s: float = 300.0,
 ) -> ReplayResult:
     """Run the engine over messages in file order; ``None`` marks an unusable line."""
-    run = _Replay(registry, packs, silence_factor, max_future_skew_s)
+    run = _Replay(registry, packs, validate, silence_factor, max_future_skew_s)
     for item in messages:
         run.message(item)
     return run.finish()
 
 
 def replay_file(
-    path: Path, registry: SiteRegistry, packs: dict[str, RulePack], **kwargs: float
+    path: Path,
+    registry: SiteRegistry,
+    packs: dict[str, RulePack],
+    *,
+    validate: Classify,
+    **kwargs: float,
 ) -> ReplayResult:
     """Replay a JSONL telemetry file."""
-    return replay((parse_line(line) for line in read_lines(path)), registry, packs, **kwargs)
+    lines = (parse_line(line) for line in read_lines(path))
+    return replay(lines, registry, packs, validate=validate, **kwargs)
