@@ -523,11 +523,7 @@ def _step(
         return None
     deadline: Number | None = None
     if model.deadline is not None:
-        deadline = numbers.get(model.deadline)
-        if deadline is None or deadline.unit != "days":
-            raise ConfigError(
-                f"pack {pack_id}: step deadline {model.deadline!r} must name a number in days"
-            )
+        deadline = _days(numbers, pack_id, f"step deadline {model.deadline!r}", model.deadline)
     return FirstStep(
         step=model.step,
         summary=model.summary,
@@ -536,6 +532,14 @@ def _step(
         deadline_citation=None if deadline is None else deadline.citation,
         requires=model.requires,
     )
+
+
+def _days(numbers: Mapping[str, Number], pack_id: str, what: str, name: str) -> Number:
+    """The pack's number ``name``, which ``what`` needs to be a count of days."""
+    num = numbers.get(name)
+    if num is None or num.unit != "days":
+        raise ConfigError(f"pack {pack_id}: {what} must name a number in days")
+    return num
 
 
 def _opt(model: _NumberModel | None) -> Number | None:
@@ -552,12 +556,8 @@ def _rule(pack_id: str, rule_id: str, rule: _RuleModel, numbers: dict[str, Numbe
         numbers[f"rules.{rule_id}.{name}"] = num
     grace: Number | None = None
     if rule.grace_period is not None:
-        grace = numbers.get(rule.grace_period)
-        if grace is None or grace.unit != "days":
-            raise ConfigError(
-                f"pack {pack_id}: rule {rule_id} grace_period {rule.grace_period!r} "
-                "must name a number in days"
-            )
+        what = f"rule {rule_id} grace_period {rule.grace_period!r}"
+        grace = _days(numbers, pack_id, what, rule.grace_period)
     return RuleSpec(
         rule_id=rule_id,
         enforced=rule.enforced,
@@ -632,9 +632,7 @@ def _built(cite: _CiteModel | None) -> Citation | None:
 
 
 def _deadline(pack_id: str, d: _DeadlineModel, numbers: dict[str, Number]) -> DeadlineSpec:
-    days = None if d.days is None else numbers.get(d.days)
-    if d.days is not None and (days is None or days.unit != "days"):
-        raise ConfigError(f"pack {pack_id}: deadline {d.id} must name a number in days")
+    days = None if d.days is None else _days(numbers, pack_id, f"deadline {d.id}", d.days)
     return DeadlineSpec(
         id=d.id,
         label=d.label,
