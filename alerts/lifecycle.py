@@ -273,6 +273,32 @@ def _escalated(alert: Alert, now: datetime, escalation: Escalation) -> Alert:
     return replace(alert, escalated_at=now, assignee=assignee)
 
 
+def _revived(alert: Alert, updated: Alert) -> Alert:
+    """A resolved alert open again (acknowledged still, if it was)."""
+    flapped = alert.resolved_by == SYSTEM
+    return replace(
+        updated,
+        state=AlertState.ACKNOWLEDGED if alert.acknowledged_at else AlertState.OPEN,
+        resolved_at=None,
+        resolved_by=None,
+        resolve_note=None,
+        finding_cleared_at=None,
+        flaps=alert.flaps + 1 if flapped else alert.flaps,
+    )
+
+
+def _raised_sends(alert: Alert, updated: Alert, material: bool) -> list[Send]:
+    """Who hears of a material change: the homeowner, and public works once escalated."""
+    if not material:
+        return []
+    sends: list[Send] = []
+    if Audience.HOMEOWNER.value in updated.audience:
+        sends.append(Send(To.HOMEOWNER, Reason.RAISED))
+    if alert.escalated_at is not None:
+        sends.append(Send(To.PUBLIC_WORKS, Reason.RAISED))
+    return sends
+
+
 def _follow(
     tracked: Tracked, f: Finding, now: datetime, policy: Policy, escalation: Escalation
 ) -> Decision:
@@ -283,22 +309,13 @@ def _follow(
     revive: datetime | None = None
     reopened = False
     if alert.state is AlertState.RESOLVED:
-        flapped = alert.resolved_by == SYSTEM
-        if not (flapped or material):
+        if not (alert.resolved_by == SYSTEM or material):
             # Resolved by hand while the finding is still open: stays resolved
             # unless it gets worse.
             return Decision(alert=updated)
         reopened = True
         revive = alert.resolved_at
-        updated = replace(
-            updated,
-            state=AlertState.ACKNOWLEDGED if alert.acknowledged_at else AlertState.OPEN,
-            resolved_at=None,
-            resolved_by=None,
-            resolve_note=None,
-            finding_cleared_at=None,
-            flaps=alert.flaps + 1 if flapped else alert.flaps,
-        )
+        updated = _revived(alert, updated)
     severity_changed = f.severity is not alert.severity or f.level != alert.level
     if material:
         notified = Notified(max_severity(notified.severity, f.severity), f.level)
@@ -312,15 +329,9 @@ def _follow(
                 acknowledged_by=None,
                 ack_note=None,
             )
-    sends: list[Send] = []
-    homeowner = Audience.HOMEOWNER.value in updated.audience
-    if material:
-        if homeowner:
-            sends.append(Send(To.HOMEOWNER, Reason.RAISED))
-        if alert.escalated_at is not None:
-            sends.append(Send(To.PUBLIC_WORKS, Reason.RAISED))
+    sends = _raised_sends(alert, updated, material)
     if (
-        homeowner
+        Audience.HOMEOWNER.value in updated.audience
         and updated.state is AlertState.OPEN
         and updated.severity is Severity.CRITICAL
         and (alert.next_repeat_at is None or material)

@@ -12,11 +12,11 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from firmware_sim.engine import HomeSpec
+from firmware_sim.engine import HomeSpec, Simulation
 from firmware_sim.offline import (
     build_simulation,
     jsonl_line,
@@ -29,6 +29,9 @@ from gateway import durations
 from gateway.contract import DEFAULT_MAX_FUTURE_SKEW_S
 from gateway.errors import SumpWatchError
 from gateway.registry.models import load_registry
+
+if TYPE_CHECKING:  # paho is imported for live runs only
+    from firmware_sim.mqtt import BrokerOptions
 
 
 def parse_duration(text: str) -> timedelta:
@@ -135,28 +138,51 @@ def dropped_faults(model: ScenarioModel, specs: list[HomeSpec] | None) -> list[s
     return warnings
 
 
+# The options of ``simulate`` that take more than a line to declare.
+_ScenarioOpt = Annotated[
+    str, typer.Option(help="Scenario name (see --list) or path to a scenario TOML")
+]
+_StartOpt = Annotated[
+    str | None,
+    typer.Option(help="Simulated start: 2026-11-15 or RFC 3339 (live default: now)"),
+]
+_DurationOpt = Annotated[
+    str | None,
+    typer.Option(help="Simulated span (90s, 30m, 6h, 2d); live default: until stopped"),
+]
+_SpeedOpt = Annotated[
+    float, typer.Option(help="Simulated seconds per real second (0: as fast as possible)")
+]
+_OutOpt = Annotated[
+    Path | None, typer.Option(help="Write messages here (JSONL) instead of to a broker")
+]
+_CredentialsOpt = Annotated[
+    Path | None, typer.Option(help='Per-node logins: TOML ["site/node"] username/password')
+]
+_BackfillOpt = Annotated[
+    str | None,
+    typer.Option(help="Live: start this far in the past (6h, 2d) and publish that history first"),
+]
+_SinceOpt = Annotated[
+    str | None,
+    typer.Option(help="Live backfill: send no history before this RFC 3339 time"),
+]
+_ClockLimitOpt = Annotated[
+    float,
+    typer.Option(help="Live: seconds device time may run ahead of real time (the gateway's)"),
+]
+
+
 def simulate(
-    scenario: Annotated[
-        str, typer.Option(help="Scenario name (see --list) or path to a scenario TOML")
-    ] = "normal_summer",
+    scenario: _ScenarioOpt = "normal_summer",
     homes: Annotated[
         int | None, typer.Option(help="Number of homes (default: the scenario's)")
     ] = None,
     seed: Annotated[int, typer.Option(help="Random seed: same seed, same bytes")] = 1,
-    start: Annotated[
-        str | None,
-        typer.Option(help="Simulated start: 2026-11-15 or RFC 3339 (live default: now)"),
-    ] = None,
-    duration: Annotated[
-        str | None,
-        typer.Option(help="Simulated span (90s, 30m, 6h, 2d); live default: until stopped"),
-    ] = None,
-    speed: Annotated[
-        float, typer.Option(help="Simulated seconds per real second (0: as fast as possible)")
-    ] = 1.0,
-    out: Annotated[
-        Path | None, typer.Option(help="Write messages here (JSONL) instead of to a broker")
-    ] = None,
+    start: _StartOpt = None,
+    duration: _DurationOpt = None,
+    speed: _SpeedOpt = 1.0,
+    out: _OutOpt = None,
     labels: Annotated[Path | None, typer.Option(help="Write the ground-truth labels JSON")] = None,
     sites: Annotated[
         Path | None, typer.Option(help="Simulate the sites of this registry TOML")
@@ -168,9 +194,7 @@ def simulate(
     port: Annotated[int, typer.Option(help="MQTT broker port")] = 1883,
     username: Annotated[str | None, typer.Option(help="MQTT username (all nodes)")] = None,
     password: Annotated[str | None, typer.Option(help="MQTT password (all nodes)")] = None,
-    credentials: Annotated[
-        Path | None, typer.Option(help='Per-node logins: TOML ["site/node"] username/password')
-    ] = None,
+    credentials: _CredentialsOpt = None,
     tls: Annotated[bool, typer.Option(help="Connect with TLS")] = False,
     ca_file: Annotated[Path | None, typer.Option(help="CA certificate for TLS")] = None,
     rate: Annotated[
@@ -178,20 +202,9 @@ def simulate(
     ] = None,
     processes: Annotated[int, typer.Option(help="Load mode: publishing processes")] = 2,
     list_: Annotated[bool, typer.Option("--list", help="List the scenarios and exit")] = False,
-    backfill: Annotated[
-        str | None,
-        typer.Option(
-            help="Live: start this far in the past (6h, 2d) and publish that history first"
-        ),
-    ] = None,
-    since: Annotated[
-        str | None,
-        typer.Option(help="Live backfill: send no history before this RFC 3339 time"),
-    ] = None,
-    clock_limit: Annotated[
-        float,
-        typer.Option(help="Live: seconds device time may run ahead of real time (the gateway's)"),
-    ] = DEFAULT_CLOCK_LIMIT_S,
+    backfill: _BackfillOpt = None,
+    since: _SinceOpt = None,
+    clock_limit: _ClockLimitOpt = DEFAULT_CLOCK_LIMIT_S,
 ) -> None:
     """Simulate sump pits, pumps and discharge lines and publish their telemetry.
 
@@ -201,36 +214,45 @@ def simulate(
     """
     try:
         if list_:
-            for name in list_scenarios():
-                text = " ".join(load_scenario(name).description.split())
-                typer.echo(f"{name}: {text.split('. ')[0].rstrip('.')}")
+            _list_scenarios()
             return
-        from firmware_sim.mqtt import BrokerOptions, load_credentials
-
-        opts = BrokerOptions(
-            host,
-            port,
-            username,
-            password,
-            tls,
-            ca_file,
-            load_credentials(credentials) if credentials else {},
-        )
+        opts = _broker_options(host, port, username, password, tls, ca_file, credentials)
         if rate is not None:
             _load(opts, homes or 1000, rate, duration, processes, sites_out)
             return
         pacing = Pacing(
-            speed,
-            parse_duration(backfill) if backfill else None,
-            clock_limit,
+            speed, parse_duration(backfill) if backfill else None, clock_limit,
             parse_start(since) if since else None,
-        )
+        )  # fmt: skip
         _scenario(
             scenario, homes, seed, start, duration, pacing, out, labels, sites, sites_out, opts
         )
     except SumpWatchError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
+
+
+def _broker_options(
+    host: str,
+    port: int,
+    username: str | None,
+    password: str | None,
+    tls: bool,
+    ca_file: Path | None,
+    credentials: Path | None,
+) -> BrokerOptions:
+    """The simulator's MQTT options (imported here: paho is for live runs only)."""
+    from firmware_sim.mqtt import BrokerOptions, load_credentials
+
+    logins = load_credentials(credentials) if credentials else {}
+    return BrokerOptions(host, port, username, password, tls, ca_file, logins)
+
+
+def _list_scenarios() -> None:
+    """``--list``: each scenario with the first sentence of its description."""
+    for name in list_scenarios():
+        text = " ".join(load_scenario(name).description.split())
+        typer.echo(f"{name}: {text.split('. ')[0].rstrip('.')}")
 
 
 def _load(
@@ -260,7 +282,7 @@ def _scenario(
     labels: Path | None,
     sites: Path | None,
     sites_out: Path | None,
-    opts: Any,
+    opts: BrokerOptions,
 ) -> None:
     model = load_scenario(scenario)
     specs = registry_homes(load_registry(sites), model) if sites is not None else None
@@ -287,41 +309,56 @@ def _scenario(
     )
     if sites_out is not None:
         sites_out.write_text(sites_toml(sim))
-    if live:
-        from firmware_sim.mqtt import publish_simulation
-
-        stop = threading.Event()
-        previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
-        try:
-            typer.echo(
-                f"publishing {model.name}: {len(sim.homes)} homes to {opts.host}:{opts.port} "
-                f"at {pacing.speed}x{pacing.describe()} (Ctrl-C to stop)"
-            )
-            stats = publish_simulation(
-                sim,
-                opts,
-                speed=pacing.speed,
-                stop=stop,
-                lead_s=pacing.lead.total_seconds(),
-                due_at=None if start else now.timestamp(),
-                skip_before_s=pacing.skip_before_s(when),
-            )
-        finally:
-            signal.signal(signal.SIGINT, previous)
-        typer.echo(
-            f"published {stats.published} messages, {stats.simulated_s / 3600:.2f} simulated h "
-            f"in {stats.wall_s:.1f} s"
-        )
+    if out is None:
+        _publish_live(sim, model.name, opts, pacing, None if start else now, when)
     else:
-        assert out is not None
-        count = 0
-        with out.open("w", encoding="utf-8") as sink:
-            for msg in sim.messages():
-                sink.write(jsonl_line(msg.topic, msg.payload))
-                count += 1
-        typer.echo(f"wrote {count} messages to {out}")
+        _write_jsonl(sim, out)
     if labels is not None:
         labels.write_text(json.dumps(sim.labels(), indent=2) + "\n")
+
+
+def _publish_live(
+    sim: Simulation,
+    name: str,
+    opts: BrokerOptions,
+    pacing: Pacing,
+    due: datetime | None,
+    when: datetime | None,
+) -> None:
+    """Publish over MQTT, paced, until done or Ctrl-C; ``due``: history is due by then."""
+    from firmware_sim.mqtt import publish_simulation
+
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        typer.echo(
+            f"publishing {name}: {len(sim.homes)} homes to {opts.host}:{opts.port} "
+            f"at {pacing.speed}x{pacing.describe()} (Ctrl-C to stop)"
+        )
+        stats = publish_simulation(
+            sim,
+            opts,
+            speed=pacing.speed,
+            stop=stop,
+            lead_s=pacing.lead.total_seconds(),
+            due_at=None if due is None else due.timestamp(),
+            skip_before_s=pacing.skip_before_s(when),
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    typer.echo(
+        f"published {stats.published} messages, {stats.simulated_s / 3600:.2f} simulated h "
+        f"in {stats.wall_s:.1f} s"
+    )
+
+
+def _write_jsonl(sim: Simulation, out: Path) -> None:
+    count = 0
+    with out.open("w", encoding="utf-8") as sink:
+        for msg in sim.messages():
+            sink.write(jsonl_line(msg.topic, msg.payload))
+            count += 1
+    typer.echo(f"wrote {count} messages to {out}")
 
 
 def plot(

@@ -36,6 +36,7 @@ from gateway.registry.models import SiteRegistry, load_registry
 from gateway.rules.catalog import RULE_IDS
 from gateway.rules.pack import RulePack, load_packs
 from gateway.rules.replay import ReplayResult, replay
+from gateway.validate import shape_only
 
 TOLERANCE = timedelta(minutes=5)
 #: Conditions the simulator labels that the catalogue may not know yet (issue 14).
@@ -208,7 +209,13 @@ def _run_scenario(
     """Simulate one scenario and replay it (a top-level function: runs in workers)."""
     run = run_offline(name, seed=seed)
     registry = registry_from_toml(run.sites_toml)
-    result = replay(run.messages, registry, load_packs(packs_dir), silence_factor=silence_factor)
+    result = replay(
+        run.messages,
+        registry,
+        load_packs(packs_dir),
+        validate=shape_only().validate,
+        silence_factor=silence_factor,
+    )
     result.events = []  # not needed for scoring; keeps the pickle small
     return name, result, run.labels
 
@@ -269,7 +276,9 @@ def _run_case(case: SweepCase, silence_factor: float, packs: dict[str, RulePack]
     sim = build_simulation(case.scenario, seed=case.seed, step_s=case.step_s)
     messages = [(m.topic, m.payload) for m in sim.messages()]
     registry = registry_from_toml(sites_toml(sim))
-    result = replay(messages, registry, packs, silence_factor=silence_factor)
+    result = replay(
+        messages, registry, packs, validate=shape_only().validate, silence_factor=silence_factor
+    )
     score = empty_score()
     score_run(case.name, result, sim.labels(), score, clean=case.clean)
     return score

@@ -10,14 +10,14 @@ import subprocess
 import sys
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import uvicorn
 from rich.console import Console
 
 from gateway.accounts.cli import user_app
-from gateway.cases.cli import case_app
+from gateway.cases.cli import amended_sites, case_app
 from gateway.examples import EXAMPLE_SITES, EXAMPLE_USERS
 from gateway.provision import provision, provision_gateway, provision_homeassistant
 from gateway.reports import cli as report_cli
@@ -25,6 +25,10 @@ from gateway.reports.sources import ReportSources
 from gateway.rules import cli as rules_cli
 from gateway.settings import Settings, load_settings
 from gateway.state.cli import db_app
+from gateway.validate import shape_only
+
+if TYPE_CHECKING:  # the broker module is imported by the demo only
+    from gateway.broker import BrokerProcess
 
 app = typer.Typer(
     name="sumpwatch",
@@ -172,6 +176,76 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def _clear_stale(data_dir: Path) -> None:
+    """Exit cleanly on signals, and stop what a killed demo on this data dir left running."""
+    from gateway.demo_lifecycle import exit_on_signals, stop_stale_children
+
+    exit_on_signals()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    stale = stop_stale_children(data_dir)
+    if stale:
+        console.print(f"stopped {len(stale)} process(es) a killed demo left running: {stale}")
+
+
+def _start_simulator(
+    broker: BrokerProcess, sites: Path, homes: int, scenario: str, backfill: str, data_dir: Path
+) -> subprocess.Popen[bytes]:
+    """The demo's homes: ``sumpwatch simulate`` in its own process, on the demo broker."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "simulate",
+            "--sites",
+            str(sites),
+            "--homes",
+            str(homes),
+            "--host",
+            broker.host,
+            "--port",
+            str(broker.port),
+            "--scenario",
+            scenario,
+            *(["--backfill", backfill] if backfill not in ("", "0") else []),
+            *_resume_after(data_dir),
+        ],
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _announce(broker: BrokerProcess, api_port: int, users: Path) -> None:
+    """Where the demo is and how to sign in."""
+    from gateway.accounts.seed import describe_seed, load_seed
+
+    console.print(f"[bold green]SumpWatch demo[/]: http://127.0.0.1:{api_port}/  (Ctrl-C to stop)")
+    console.print(
+        f"Home Assistant: add the MQTT integration with broker {broker.host} port {broker.port};"
+        " every home appears as a device (discovery prefix 'homeassistant', docs/home-assistant.md)"
+    )
+    console.print("Sign in as (demo accounts, from deploy/users.example.toml):")
+    for line in describe_seed(load_seed(users)):
+        console.print(f"  {line}")
+
+
+def _stop_demo(sim: subprocess.Popen[bytes], broker: BrokerProcess, data_dir: Path) -> None:
+    """Stop the simulator (or an injected one), then the broker."""
+    from gateway.demo_lifecycle import forget_children, signals_ignored
+    from gateway.web.inject import stop_injected
+
+    with signals_ignored():
+        sim.terminate()
+        try:
+            sim.wait(10)
+        except subprocess.TimeoutExpired:
+            sim.kill()
+        # An admin's "inject scenario" replaces the simulator (docs/ui.md).
+        stop_injected(data_dir, sim.pid)
+        broker.stop()
+        forget_children(data_dir)
+        console.print("demo stopped")
+
+
 @app.command()
 def demo(
     homes: Annotated[int, typer.Option(help="Simulated homes (from the demo registry)")] = 12,
@@ -194,47 +268,15 @@ def demo(
 ) -> None:
     """Broker + simulated homes + gateway + dashboard, in one command. Ctrl-C stops all."""
     from gateway.accounts.secret import ensure_key_file
-    from gateway.accounts.seed import describe_seed, load_seed
     from gateway.broker import free_port, start_broker
-    from gateway.demo_lifecycle import (
-        exit_on_signals,
-        forget_children,
-        record_children,
-        signals_ignored,
-        stop_stale_children,
-    )
-    from gateway.web.inject import stop_injected
+    from gateway.demo_lifecycle import record_children
 
     _logging(verbose)
     os.umask(0o077)  # the demo's data dir, broker files and database: this user's only
-    exit_on_signals()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    stale = stop_stale_children(data_dir)
-    if stale:
-        console.print(f"stopped {len(stale)} process(es) a killed demo left running: {stale}")
+    _clear_stale(data_dir)
     broker = start_broker(data_dir / "broker", prefer="amqtt" if embedded_broker else "mosquitto")
     console.print(f"[bold]broker[/]: {broker.kind} on {broker.host}:{broker.port}")
-    sim = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gateway.cli",
-            "simulate",
-            "--sites",
-            str(sites),
-            "--homes",
-            str(homes),
-            "--host",
-            broker.host,
-            "--port",
-            str(broker.port),
-            "--scenario",
-            scenario,
-            *(["--backfill", backfill] if backfill not in ("", "0") else []),
-            *_resume_after(data_dir),
-        ],
-        stdin=subprocess.DEVNULL,
-    )
+    sim = _start_simulator(broker, sites, homes, scenario, backfill, data_dir)
     record_children(data_dir, {"broker": broker.process.pid, "simulator": sim.pid})
     api_port = port if _port_free(port) else free_port()
     settings = Settings(
@@ -254,14 +296,7 @@ def demo(
         ha_discovery=True,
         public_url=f"http://127.0.0.1:{api_port}",
     )
-    console.print(f"[bold green]SumpWatch demo[/]: http://127.0.0.1:{api_port}/  (Ctrl-C to stop)")
-    console.print(
-        f"Home Assistant: add the MQTT integration with broker {broker.host} port {broker.port};"
-        " every home appears as a device (discovery prefix 'homeassistant', docs/home-assistant.md)"
-    )
-    console.print("Sign in as (demo accounts, from deploy/users.example.toml):")
-    for line in describe_seed(load_seed(users)):
-        console.print(f"  {line}")
+    _announce(broker, api_port, users)
     try:
         # The simulator stops after the gateway: stopped first, its nodes' last wills
         # would reach a gateway still shutting down and open an "offline" finding for
@@ -270,17 +305,7 @@ def demo(
     except (KeyboardInterrupt, SystemExit):
         pass  # uvicorn re-raises the signal it handled; the stop below is the clean exit
     finally:
-        with signals_ignored():
-            sim.terminate()
-            try:
-                sim.wait(10)
-            except subprocess.TimeoutExpired:
-                sim.kill()
-            # An admin's "inject scenario" replaces the simulator (docs/ui.md).
-            stop_injected(data_dir, sim.pid)
-            broker.stop()
-            forget_children(data_dir)
-            console.print("demo stopped")
+        _stop_demo(sim, broker, data_dir)
 
 
 def _resume_after(data_dir: Path) -> list[str]:
@@ -325,8 +350,8 @@ def _report_sources(settings: Settings) -> AbstractAsyncContextManager[ReportSou
 
 
 # Commands that live with their feature's package.
-app.command("audit")(rules_cli.audit)
-app.command("replay")(rules_cli.replay)
+app.command("audit")(rules_cli.audit_command(amended_sites))
+app.command("replay")(rules_cli.replay_command(shape_only().validate))
 app.add_typer(report_cli.mount(_report_sources), name="report")
 app.add_typer(user_app, name="user")
 app.add_typer(case_app, name="case")

@@ -13,10 +13,12 @@ from typer.testing import CliRunner
 from firmware_sim.cli import score
 from firmware_sim.offline import run_offline, write_jsonl
 from firmware_sim.scoring import registry_from_toml
-from gateway.rules.cli import audit, replay
+from gateway.cases.cli import amended_sites
+from gateway.rules.cli import audit_command, replay_command
 from gateway.rules.pack import load_packs
 from gateway.rules.replay import parse_line, replay_file
 from gateway.settings import REPO_DIR
+from gateway.validate import shape_only
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +37,8 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def _cli() -> typer.Typer:
     app = typer.Typer()
-    app.command("audit")(audit)
-    app.command("replay")(replay)
+    app.command("audit")(audit_command(amended_sites))
+    app.command("replay")(replay_command(shape_only().validate))
     app.command("score")(score)
     return app
 
@@ -54,7 +56,12 @@ def test_replay_finds_the_sanitary_hose_and_counts_bad_lines(
     recording: tuple[Path, Path],
 ) -> None:
     telemetry, sites = recording
-    result = replay_file(telemetry, registry_from_toml(sites.read_text()), load_packs())
+    result = replay_file(
+        telemetry,
+        registry_from_toml(sites.read_text()),
+        load_packs(),
+        validate=shape_only().validate,
+    )
     assert result.invalid_lines == 2
     assert [(f.site_id, f.rule_id) for f in result.findings] == [
         ("hose-always", "sanitary_discharge")

@@ -20,7 +20,7 @@ from gateway.cases.ledger import to_csv
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import CaseService
 from gateway.errors import SumpWatchError
-from gateway.registry.models import load_registry
+from gateway.registry.models import SiteRegistry, load_registry
 from gateway.rules.pack import load_packs
 from gateway.settings import Settings, load_settings
 from gateway.state.factory import state_database
@@ -47,6 +47,33 @@ async def open_service(settings: Settings) -> AsyncIterator[CaseService]:
         yield CaseService(repo, registry, load_packs(settings.rule_packs_dir), findings=findings)
     finally:
         await db.close()
+
+
+def amended_sites(
+    registry: SiteRegistry, config: Path | None, data_dir: Path | None
+) -> SiteRegistry:
+    """``registry``'s sites as the deployment's cases amend them: the case repository
+    over its state database, the source the gateway's stages read (gateway/runtime.py).
+    A deployment without a state database yet has no case to amend anything."""
+    settings = load_settings(config, data_dir=data_dir)
+    if settings.state_url is None and not settings.sqlite_file.exists():
+        return registry
+
+    async def load() -> SiteRegistry:
+        db = state_database(settings.sqlite_file, settings.state_url)
+        await db.open()
+        try:
+            repo = CaseRepository(db)
+            await repo.open()  # the waivers and inspections, held in memory
+        finally:
+            await db.close()
+        return registry.amended(repo)
+
+    try:
+        return asyncio.run(load())
+    except SumpWatchError as exc:
+        errors.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
 
 
 def _run(work: Coroutine[None, None, None]) -> None:

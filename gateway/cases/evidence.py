@@ -34,12 +34,14 @@ from reportlab.platypus import (
 )
 
 from gateway.cases.deadlines import compute_deadlines
-from gateway.cases.models import Case, Method, Step, StepKind
+from gateway.cases.models import Case, Deadline, LedgerEntry, Method, Step, StepKind
 from gateway.cases.repository import step_body
 from gateway.cases.service import CaseService, CaseView, due_on_label
 from gateway.domain import Citation, Finding
+from gateway.registry.models import SiteConfig
 from gateway.reports.render_pdf import BODY, CELL, CITE, H2, HEAD, MARGIN, SMALL, SUB, TITLE
 from gateway.reports.sources import snapshot_as_of
+from gateway.rules.pack import RulePack
 from gateway.state.snapshots import FindingSnapshot
 
 PAGE_W, PAGE_H = LETTER
@@ -103,6 +105,87 @@ def _frozen_finding(
     }
 
 
+async def _gathered_findings(
+    service: CaseService, case: Case, as_of: datetime
+) -> list[dict[str, Any]]:
+    """The findings the case's episodes gathered, each frozen as of ``as_of``."""
+    findings: list[dict[str, Any]] = []
+    if service.findings is None:
+        return findings
+    for step in case.of_kind(StepKind.EPISODE):
+        if step.finding_id is None:
+            continue
+        f = await service.findings.get(step.finding_id)
+        if f is None:
+            continue
+        snapshots = await service.findings.snapshots(f.id)
+        history = await service.findings.history(f.id)
+        findings.append(_frozen_finding(f, snapshots, history, as_of))
+    return findings
+
+
+def _case_json(case: Case, site: SiteConfig, pack: RulePack) -> dict[str, Any]:
+    return {
+        "id": case.id,
+        "site_id": case.site_id,
+        "address": site.address,
+        "jurisdiction": case.jurisdiction,
+        "pack": pack.name,
+        "rule_id": case.rule_id,
+        "origin": case.origin.value,
+        "title": case.title,
+        "opened_at": _iso(case.opened_at),
+    }
+
+
+def _step_json(s: Step) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "kind": s.kind.value,
+        "at": _iso(s.at),
+        "recorded_at": _iso(s.recorded_at),
+        "actor": s.actor,
+        "actor_role": s.actor_role,
+        "note": s.note,
+        "finding_id": s.finding_id,
+        **step_body(s),
+    }
+
+
+def _deadline_json(d: Deadline) -> dict[str, Any]:
+    return {
+        "id": d.id,
+        "label": d.label,
+        "due_on": None if d.due_on is None else d.due_on.isoformat(),
+        "status": d.status.value,
+        "note": d.note,
+        "citations": [_cite(c) for c in d.citations],
+    }
+
+
+def _ledger_json(e: LedgerEntry) -> dict[str, Any]:
+    return {
+        "line": e.seq,
+        "kind": e.kind.value,
+        "period": e.period,
+        "amount_cents": e.amount_cents,
+        "max_cents": e.max_cents,
+        "basis": e.basis,
+        "citation": e.citation,
+        "corrects": e.corrects,
+        "referral": e.referral,
+    }
+
+
+def _citations_json(pack: RulePack, rule_id: str) -> dict[str, Any]:
+    rule = pack.rule(rule_id)
+    return {
+        "rule": [_cite(c) for c in rule.citations],
+        "related": [_cite(c) for c in rule.related],
+        "steps": {name: _cite(s.citation) for name, s in pack.enforcement.steps.items()},
+    }
+
+
 async def bundle(service: CaseService, case_id: str) -> Bundle:
     """Collect the stored evidence of a case into canonical JSON."""
     case = await service.repo.get(case_id)
@@ -113,77 +196,15 @@ async def bundle(service: CaseService, case_id: str) -> Bundle:
     ledger = [
         e for e in await service.repo.ledger(frozenset({case.site_id})) if e.case_id == case.id
     ]
-    rule = pack.rule(case.rule_id)
-    findings = []
-    if service.findings is not None:
-        for step in case.of_kind(StepKind.EPISODE):
-            if step.finding_id is None:
-                continue
-            f = await service.findings.get(step.finding_id)
-            if f is None:
-                continue
-            snapshots = await service.findings.snapshots(f.id)
-            history = await service.findings.history(f.id)
-            findings.append(_frozen_finding(f, snapshots, history, as_of))
     data: dict[str, Any] = {
         "format": "sumpwatch-evidence/1",
         "as_of": _iso(as_of),
-        "case": {
-            "id": case.id,
-            "site_id": case.site_id,
-            "address": site.address,
-            "jurisdiction": case.jurisdiction,
-            "pack": pack.name,
-            "rule_id": case.rule_id,
-            "origin": case.origin.value,
-            "title": case.title,
-            "opened_at": _iso(case.opened_at),
-        },
-        "steps": [
-            {
-                "id": s.id,
-                "kind": s.kind.value,
-                "at": _iso(s.at),
-                "recorded_at": _iso(s.recorded_at),
-                "actor": s.actor,
-                "actor_role": s.actor_role,
-                "note": s.note,
-                "finding_id": s.finding_id,
-                **step_body(s),
-            }
-            for s in case.steps
-        ],
-        "deadlines": [
-            {
-                "id": d.id,
-                "label": d.label,
-                "due_on": None if d.due_on is None else d.due_on.isoformat(),
-                "status": d.status.value,
-                "note": d.note,
-                "citations": [_cite(c) for c in d.citations],
-            }
-            for d in deadlines
-        ],
-        "findings": findings,
-        "ledger": [
-            {
-                "line": e.seq,
-                "kind": e.kind.value,
-                "period": e.period,
-                "amount_cents": e.amount_cents,
-                "max_cents": e.max_cents,
-                "basis": e.basis,
-                "citation": e.citation,
-                "corrects": e.corrects,
-                "referral": e.referral,
-            }
-            for e in ledger
-        ],
-        "citations": {
-            "rule": [_cite(c) for c in rule.citations],
-            "related": [_cite(c) for c in rule.related],
-            "steps": {name: _cite(s.citation) for name, s in pack.enforcement.steps.items()},
-        },
+        "case": _case_json(case, site, pack),
+        "steps": [_step_json(s) for s in case.steps],
+        "deadlines": [_deadline_json(d) for d in deadlines],
+        "findings": await _gathered_findings(service, case, as_of),
+        "ledger": [_ledger_json(e) for e in ledger],
+        "citations": _citations_json(pack, case.rule_id),
         "note": (
             "Detector findings are inferences from sensor data (suspected) until an "
             "observation or inspection confirms them. Amounts are estimates from the "
@@ -320,6 +341,71 @@ def _details(step: dict[str, Any]) -> str:
     return "; ".join(p for p in parts if p)
 
 
+def _timeline(d: dict[str, Any], w: float) -> list[Flowable]:
+    rows = [
+        (s["at"], s["kind"], f"{s['actor']} ({s['actor_role']})", _details(s)) for s in d["steps"]
+    ]
+    widths = [w * 0.22, w * 0.16, w * 0.17, w * 0.45]
+    return [_p("Timeline", H2), _table([("When", "Step", "Who", "Details"), *rows], widths)]
+
+
+def _deadlines(d: dict[str, Any], w: float) -> list[Flowable]:
+    out: list[Flowable] = [_p("Deadlines", H2)]
+    if not d["deadlines"]:
+        text = "No deadline has started (the pack sets none, or no notice or order is out)."
+        return [*out, _p(text, BODY)]
+    rows = [
+        (
+            x["label"],
+            x["due_on"] or "-",
+            f"{x['status']} {x['note']}".strip(),
+            _cites(x["citations"])[0],
+        )
+        for x in d["deadlines"]
+    ]
+    header = ("Deadline", "Due (last day)", "Status", "Citation")
+    return [*out, _table([header, *rows], [w * 0.35, w * 0.15, w * 0.2, w * 0.3])]
+
+
+def _findings(d: dict[str, Any], w: float) -> list[Flowable]:
+    out: list[Flowable] = [_p("Findings (frozen snapshots as of the last step, level history)", H2)]
+    if not d["findings"]:
+        out.append(_p("No detector finding is attached to this case.", BODY))
+    for f in d["findings"]:
+        out += _finding_flowables(f, w)
+    return out
+
+
+def _ledger(d: dict[str, Any], w: float) -> list[Flowable]:
+    out: list[Flowable] = [_p("Ledger lines of this case (estimates)", H2)]
+    if not d["ledger"]:
+        return [*out, _p("None posted.", BODY)]
+    rows = [
+        (
+            e["line"],
+            e["period"],
+            "no amount in the text"
+            if e["amount_cents"] is None
+            else f"${e['amount_cents'] / 100:,.2f}",
+            e["basis"] + (" · referral" if e["referral"] else ""),
+            e["citation"],
+        )
+        for e in d["ledger"]
+    ]
+    header = ("Line", "Period", "Amount", "Basis", "Citation")
+    widths = [w * 0.08, w * 0.14, w * 0.16, w * 0.24, w * 0.38]
+    return [*out, _table([header, *rows], widths)]
+
+
+def _citations(d: dict[str, Any]) -> list[Flowable]:
+    cited = d["citations"]
+    return [
+        _p("Citations", H2),
+        *_cites(cited["rule"] + cited["related"]),
+        *_cites(list(cited["steps"].values())),
+    ]
+
+
 def packet_pdf(b: Bundle) -> bytes:
     """The evidence packet: timeline, findings, deadlines, ledger, citations; hash per page."""
     d = b.data
@@ -331,72 +417,12 @@ def packet_pdf(b: Bundle) -> bytes:
         Spacer(1, 6),
         _p(d["note"], SMALL),
         _p(f"Content hash of the JSON bundle: {b.hash}", SMALL),
-        _p("Timeline", H2),
-        _table(
-            [("When", "Step", "Who", "Details")]
-            + [
-                (
-                    s["at"],
-                    s["kind"],
-                    f"{s['actor']} ({s['actor_role']})",
-                    _details(s),
-                )
-                for s in d["steps"]
-            ],
-            [w * 0.22, w * 0.16, w * 0.17, w * 0.45],
-        ),
-        _p("Deadlines", H2),
+        *_timeline(d, w),
+        *_deadlines(d, w),
+        *_findings(d, w),
+        *_ledger(d, w),
+        *_citations(d),
     ]
-    if d["deadlines"]:
-        story.append(
-            _table(
-                [("Deadline", "Due (last day)", "Status", "Citation")]
-                + [
-                    (
-                        x["label"],
-                        x["due_on"] or "-",
-                        f"{x['status']} {x['note']}".strip(),
-                        _cites(x["citations"])[0],
-                    )
-                    for x in d["deadlines"]
-                ],
-                [w * 0.35, w * 0.15, w * 0.2, w * 0.3],
-            )
-        )
-    else:
-        story.append(
-            _p("No deadline has started (the pack sets none, or no notice or order is out).", BODY)
-        )
-    story.append(_p("Findings (frozen snapshots as of the last step, level history)", H2))
-    if not d["findings"]:
-        story.append(_p("No detector finding is attached to this case.", BODY))
-    for f in d["findings"]:
-        story += _finding_flowables(f, w)
-    story.append(_p("Ledger lines of this case (estimates)", H2))
-    if d["ledger"]:
-        story.append(
-            _table(
-                [("Line", "Period", "Amount", "Basis", "Citation")]
-                + [
-                    (
-                        e["line"],
-                        e["period"],
-                        "no amount in the text"
-                        if e["amount_cents"] is None
-                        else f"${e['amount_cents'] / 100:,.2f}",
-                        e["basis"] + (" · referral" if e["referral"] else ""),
-                        e["citation"],
-                    )
-                    for e in d["ledger"]
-                ],
-                [w * 0.08, w * 0.14, w * 0.16, w * 0.24, w * 0.38],
-            )
-        )
-    else:
-        story.append(_p("None posted.", BODY))
-    story.append(_p("Citations", H2))
-    story += _cites(d["citations"]["rule"] + d["citations"]["related"])
-    story += _cites(list(d["citations"]["steps"].values()))
     return _build(
         story,
         f"Evidence {c['id']}",

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from gateway.contract import NodeKind, status_topic
 from gateway.registry.models import SiteConfig
+from gateway.rules.catalog import CATALOG, RULE_IDS
 
 #: Retained "online"/"offline": the gateway's birth message and last will.
 AVAILABILITY_TOPIC = "sumpwatch/ha/gateway/availability"
@@ -62,17 +63,28 @@ MEASUREMENTS = (
            "measurement", "°C", display_precision=1),
 )  # fmt: skip
 
-#: Findings as problem sensors: ON while the rule's finding is open. Keyed by rule id.
-FINDINGS: dict[str, Entity] = {
-    "high_water": Entity("high_water", "binary_sensor", "High water", None, "moisture"),
-    "pump_failure": Entity("pump_failure", "binary_sensor", "Pump failure", None, "problem"),
-    "sanitary_discharge": Entity(
-        "sanitary_discharge", "binary_sensor", "Sanitary discharge suspected", None, "problem"
-    ),
-    "icing_risk": Entity("icing_risk", "binary_sensor", "Icing risk", None, "cold"),
-    "frozen_line": Entity("frozen_line", "binary_sensor", "Frozen discharge line", None, "cold"),
-    "sensor_silent": Entity("sensor_offline", "binary_sensor", "Sensor offline", None, "problem"),
+#: How Home Assistant shows some rules' problem sensors: (object id, name, device
+#: class). Shorter names than the catalog's titles, HA's own device classes where one
+#: fits, and ``sensor_offline`` kept as the silent-sensor object id that HA installs
+#: already know. A rule not listed gets its id, its catalog title and "problem".
+_LOOKS: dict[str, tuple[str, str, str]] = {
+    "high_water": ("high_water", "High water", "moisture"),
+    "pump_failure": ("pump_failure", "Pump failure", "problem"),
+    "sanitary_discharge": ("sanitary_discharge", "Sanitary discharge suspected", "problem"),
+    "icing_risk": ("icing_risk", "Icing risk", "cold"),
+    "frozen_line": ("frozen_line", "Frozen discharge line", "cold"),
+    "sensor_silent": ("sensor_offline", "Sensor offline", "problem"),
 }
+
+
+def _finding_entity(rule_id: str) -> Entity:
+    key, name, device_class = _LOOKS.get(rule_id, (rule_id, CATALOG[rule_id].title, "problem"))
+    return Entity(key, "binary_sensor", name, None, device_class)
+
+
+#: Findings as problem sensors: ON while the rule's finding is open. Keyed by rule id,
+#: one per detector of the registry (adding a detector adds its sensor).
+FINDINGS: dict[str, Entity] = {rule_id: _finding_entity(rule_id) for rule_id in RULE_IDS}
 
 ENTITIES: tuple[Entity, ...] = MEASUREMENTS + tuple(FINDINGS.values())
 

@@ -523,11 +523,7 @@ def _step(
         return None
     deadline: Number | None = None
     if model.deadline is not None:
-        deadline = numbers.get(model.deadline)
-        if deadline is None or deadline.unit != "days":
-            raise ConfigError(
-                f"pack {pack_id}: step deadline {model.deadline!r} must name a number in days"
-            )
+        deadline = _days(numbers, pack_id, f"step deadline {model.deadline!r}", model.deadline)
     return FirstStep(
         step=model.step,
         summary=model.summary,
@@ -538,8 +534,73 @@ def _step(
     )
 
 
+def _days(numbers: Mapping[str, Number], pack_id: str, what: str, name: str) -> Number:
+    """The pack's number ``name``, which ``what`` needs to be a count of days."""
+    num = numbers.get(name)
+    if num is None or num.unit != "days":
+        raise ConfigError(f"pack {pack_id}: {what} must name a number in days")
+    return num
+
+
 def _opt(model: _NumberModel | None) -> Number | None:
     return None if model is None else _number(model)
+
+
+def _rule(pack_id: str, rule_id: str, rule: _RuleModel, numbers: dict[str, Number]) -> RuleSpec:
+    """One rule; its own numbers join ``numbers`` (as ``rules.<id>.<name>``)."""
+    params = {
+        name: _number(_NumberModel.model_validate(raw))
+        for name, raw in (rule.model_extra or {}).items()
+    }
+    for name, num in params.items():
+        numbers[f"rules.{rule_id}.{name}"] = num
+    grace: Number | None = None
+    if rule.grace_period is not None:
+        what = f"rule {rule_id} grace_period {rule.grace_period!r}"
+        grace = _days(numbers, pack_id, what, rule.grace_period)
+    return RuleSpec(
+        rule_id=rule_id,
+        enforced=rule.enforced,
+        citations=tuple(c.build() for c in rule.cites),
+        related=tuple(c.build() for c in rule.related),
+        note=rule.note,
+        grace_period=None if grace is None else timedelta(days=grace.as_float),
+        grace_citation=None if grace is None else grace.citation,
+        waiver_citation=None if rule.waiver_cite is None else rule.waiver_cite.build(),
+        params=MappingProxyType(params),
+        season_only=tuple(c.build() for c in rule.cites if c.season_only),
+        on_suspected=_step(pack_id, rule.steps.suspected if rule.steps else None, numbers),
+        on_confirmed=_step(pack_id, rule.steps.confirmed if rule.steps else None, numbers),
+        advice=rule.advice,
+    )
+
+
+def _season(season: _SeasonModel) -> Season:
+    """The pack's winter season, or the default one when its text sets none."""
+    if not season.defined:
+        return Season(DEFAULT_SEASON_START, DEFAULT_SEASON_END, is_default=True, note=season.note)
+    assert season.start is not None and season.end is not None
+    return Season(
+        _parse_month_day(str(season.start.value)),
+        _parse_month_day(str(season.end.value)),
+        is_default=False,
+        citations=(season.start.cite.build(), season.end.cite.build()),
+        note=season.note,
+    )
+
+
+def _penalty(p: _PenaltyModel) -> Penalty:
+    return Penalty(
+        id=p.id,
+        summary=p.summary,
+        per=p.per,
+        min_usd=_opt(p.min_usd),
+        max_usd=_opt(p.max_usd),
+        citations=_penalty_citations(p),
+        after_violations=_opt(p.after_violations),
+        within_days=_opt(p.within_days),
+        jail_days=_opt(p.jail_days),
+    )
 
 
 def _build(model: _PackModel, source: Path | None) -> RulePack:
@@ -547,74 +608,15 @@ def _build(model: _PackModel, source: Path | None) -> RulePack:
     for table in _NUMBER_TABLES:
         for name, num in getattr(model, table).items():
             numbers[f"{table}.{name}"] = _number(num)
-
-    rules: dict[str, RuleSpec] = {}
-    for rule_id, rule in model.rules.items():
-        params = {
-            name: _number(_NumberModel.model_validate(raw))
-            for name, raw in (rule.model_extra or {}).items()
-        }
-        for name, num in params.items():
-            numbers[f"rules.{rule_id}.{name}"] = num
-        grace: Number | None = None
-        if rule.grace_period is not None:
-            grace = numbers.get(rule.grace_period)
-            if grace is None or grace.unit != "days":
-                raise ConfigError(
-                    f"pack {model.id}: rule {rule_id} grace_period {rule.grace_period!r} "
-                    "must name a number in days"
-                )
-        rules[rule_id] = RuleSpec(
-            rule_id=rule_id,
-            enforced=rule.enforced,
-            citations=tuple(c.build() for c in rule.cites),
-            related=tuple(c.build() for c in rule.related),
-            note=rule.note,
-            grace_period=None if grace is None else timedelta(days=grace.as_float),
-            grace_citation=None if grace is None else grace.citation,
-            waiver_citation=None if rule.waiver_cite is None else rule.waiver_cite.build(),
-            params=MappingProxyType(params),
-            season_only=tuple(c.build() for c in rule.cites if c.season_only),
-            on_suspected=_step(model.id, rule.steps.suspected if rule.steps else None, numbers),
-            on_confirmed=_step(model.id, rule.steps.confirmed if rule.steps else None, numbers),
-            advice=rule.advice,
-        )
-
+    # Rules first: their own numbers are in ``numbers`` before requirements read it.
+    rules = {rule_id: _rule(model.id, rule_id, r, numbers) for rule_id, r in model.rules.items()}
     requirements = tuple(_requirement(model.id, r, numbers) for r in model.requirements)
-
-    if model.season.defined:
-        assert model.season.start is not None and model.season.end is not None
-        season = Season(
-            _parse_month_day(str(model.season.start.value)),
-            _parse_month_day(str(model.season.end.value)),
-            is_default=False,
-            citations=(model.season.start.cite.build(), model.season.end.cite.build()),
-            note=model.season.note,
-        )
-    else:
-        season = Season(
-            DEFAULT_SEASON_START, DEFAULT_SEASON_END, is_default=True, note=model.season.note
-        )
-
-    penalties = tuple(
-        Penalty(
-            id=p.id,
-            summary=p.summary,
-            per=p.per,
-            min_usd=_opt(p.min_usd),
-            max_usd=_opt(p.max_usd),
-            citations=_penalty_citations(p),
-            after_violations=_opt(p.after_violations),
-            within_days=_opt(p.within_days),
-            jail_days=_opt(p.jail_days),
-        )
-        for p in model.penalties
-    )
+    penalties = tuple(_penalty(p) for p in model.penalties)
     return RulePack(
         id=model.id,
         name=model.name,
         file=model.file,
-        season=season,
+        season=_season(model.season),
         numbers=MappingProxyType(numbers),
         penalties=penalties,
         rules=MappingProxyType(rules),
@@ -627,6 +629,44 @@ def _build(model: _PackModel, source: Path | None) -> RulePack:
 
 def _built(cite: _CiteModel | None) -> Citation | None:
     return None if cite is None else cite.build()
+
+
+def _deadline(pack_id: str, d: _DeadlineModel, numbers: dict[str, Number]) -> DeadlineSpec:
+    days = None if d.days is None else _days(numbers, pack_id, f"deadline {d.id}", d.days)
+    return DeadlineSpec(
+        id=d.id,
+        label=d.label,
+        party=d.party,
+        after=d.after,
+        start=d.start,
+        days=days,
+        met_by=tuple(d.met_by),
+        binding=d.binding,
+        suspended_by_waiver=d.suspended_by_waiver,
+        suspension_citation=_built(d.suspension_cite),
+    )
+
+
+def _ledger(pack_id: str, lm: _LedgerModel, penalties: tuple[Penalty, ...]) -> LedgerSpec:
+    by_id = {p.id: p for p in penalties}
+
+    def penalty(pid: str | None) -> Penalty | None:
+        if pid is None:
+            return None
+        if pid not in by_id:
+            raise ConfigError(f"pack {pack_id}: enforcement ledger names unknown penalty {pid}")
+        return by_id[pid]
+
+    return LedgerSpec(
+        kind=lm.kind,
+        penalty=penalty(lm.penalty),
+        first_penalty=penalty(lm.first_penalty),
+        later_penalty=penalty(lm.later_penalty),
+        referral_penalty=penalty(lm.referral_penalty),
+        stop_citation=_built(lm.stop_cite),
+        lookback_citation=_built(lm.lookback_cite),
+        each_day_citation=_built(lm.each_day_cite),
+    )
 
 
 def _enforcement(
@@ -647,53 +687,12 @@ def _enforcement(
         )
         for name, step in e.steps.items()
     }
-    deadlines = []
-    for d in e.deadlines:
-        days = None if d.days is None else numbers.get(d.days)
-        if d.days is not None and (days is None or days.unit != "days"):
-            raise ConfigError(f"pack {model.id}: deadline {d.id} must name a number in days")
-        deadlines.append(
-            DeadlineSpec(
-                id=d.id,
-                label=d.label,
-                party=d.party,
-                after=d.after,
-                start=d.start,
-                days=days,
-                met_by=tuple(d.met_by),
-                binding=d.binding,
-                suspended_by_waiver=d.suspended_by_waiver,
-                suspension_citation=_built(d.suspension_cite),
-            )
-        )
-    by_id = {p.id: p for p in penalties}
-
-    def penalty(pid: str | None) -> Penalty | None:
-        if pid is None:
-            return None
-        if pid not in by_id:
-            raise ConfigError(f"pack {model.id}: enforcement ledger names unknown penalty {pid}")
-        return by_id[pid]
-
-    ledger = None
-    if e.ledger is not None:
-        lm = e.ledger
-        ledger = LedgerSpec(
-            kind=lm.kind,
-            penalty=penalty(lm.penalty),
-            first_penalty=penalty(lm.first_penalty),
-            later_penalty=penalty(lm.later_penalty),
-            referral_penalty=penalty(lm.referral_penalty),
-            stop_citation=_built(lm.stop_cite),
-            lookback_citation=_built(lm.lookback_cite),
-            each_day_citation=_built(lm.each_day_cite),
-        )
     return Enforcement(
         procedure=e.procedure,
         summary=e.summary,
         steps=MappingProxyType(steps),
-        deadlines=tuple(deadlines),
-        ledger=ledger,
+        deadlines=tuple(_deadline(model.id, d, numbers) for d in e.deadlines),
+        ledger=None if e.ledger is None else _ledger(model.id, e.ledger, penalties),
     )
 
 

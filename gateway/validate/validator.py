@@ -192,3 +192,9 @@ class Validator:
     @staticmethod
     def _dead(raw: RawMessage, reason: str, detail: str) -> DeadLetter:
         return DeadLetter(raw.topic, raw.payload, reason, detail, raw.received_at)
+
+
+def shape_only() -> Validator:
+    """A validator of shape alone (topic, size, payload, identity): no time limits and
+    no admission. Offline replay refuses device times on its own data clock."""
+    return Validator(max_future_skew_s=1e12, max_age_s=1e12)
