@@ -13,8 +13,8 @@ Where the water went, hour by hour (see ``docs/reports.md``):
 * an hour is *unaccounted* when, over it and its two neighbours (a cycle can
   start in one hour and discharge in the next), the outlet saw less than
   ``ACCOUNTED_RATIO`` of the pit volume while both nodes reported and no frozen
-  line was open: the shortfall of that hour is "suspected to the sanitary sewer",
-  the sanitary detector's physics on hourly sums;
+  line was open: the shortfall of that hour is "suspected to the sanitary sewer"
+  (``physics.unaccounted_litres`` on hourly sums, the shared water balance);
 * the outlet volume goes where the installation is registered to go (grade or
   swale -> "grade", storm lateral -> "storm", sanitary -> "sanitary").
 """
@@ -60,8 +60,12 @@ from gateway.reports.penalties import estimate_from_ledger, estimate_penalties
 from gateway.reports.season import SeasonPeriod, season_period
 from gateway.reports.sources import ReportSources
 from gateway.rules.audit import FIELD_LABELS
+from gateway.rules.detectors.sanitary import SanitaryDischargeDetector
+from gateway.rules.detectors.silence import SensorSilenceDetector
+from gateway.rules.detectors.weather import FrozenLineDetector, IcingRiskDetector
 from gateway.rules.pack import RulePack
-from gateway.rules.thresholds import ACCOUNTED_RATIO, FREEZING_C, MIN_CYCLE_VOLUME_L
+from gateway.rules.physics import pipe_can_ice, unaccounted_litres
+from gateway.rules.thresholds import FREEZING_C, MIN_CYCLE_VOLUME_L
 from gateway.rules.verdict import (
     CONFIRM_WITHIN,
     LedgerLine,
@@ -78,7 +82,7 @@ HOUR = timedelta(hours=1)
 #: statement of compliance: too much of the season went unwatched.
 MIN_COVERAGE = 0.9
 #: Findings about the monitoring itself, not about the property's discharge.
-MONITORING_RULES = frozenset({"sensor_silent"})
+MONITORING_RULES = frozenset({SensorSilenceDetector.rule_id})
 #: Icing levels that mean the walk or street could really ice (not just "watch").
 ICING_LEVELS = frozenset({"warning", "violation"})
 _SURFACE = (DischargeDestination.GRADE, DischargeDestination.SWALE)
@@ -269,7 +273,7 @@ def _icing_intervals(
     return [
         (span.start, span.end)
         for f in findings
-        if f.rule_id == "icing_risk"
+        if f.rule_id == IcingRiskDetector.rule_id
         for span in level_spans(f, histories.get(f.id), through)
         if span.level in ICING_LEVELS
     ]
@@ -306,11 +310,9 @@ def _sanitary_hours(
         ] * hours.n  # registered to the sanitary sewer: the outlet's volume already goes there
     pit_l, outlet_l = hours.pit_l, hours.outlet_l
     pit_win, out_win = _three_hour_sums(pit_l), _three_hour_sums(outlet_l)
-    # Both nodes reported, at least a cycle's volume, and the outlet short over the window.
+    # Both nodes reported, and the sanitary physics finds the hour short over its window.
     out = [
-        max(0.0, p - o)
-        if pit_seen and outlet_seen and p >= MIN_CYCLE_VOLUME_L and ow < ACCOUNTED_RATIO * pw
-        else 0.0
+        unaccounted_litres(p, o, pw, ow) if pit_seen and outlet_seen else 0.0
         for p, o, pit_seen, outlet_seen, pw, ow in zip(
             pit_l, outlet_l, hours.pit_seen, hours.outlet_seen, pit_win, out_win, strict=True
         )
@@ -378,10 +380,11 @@ def _local_days_hour_by_hour(n: int, day_of: Callable[[int], date]) -> list[tupl
 
 def _risk_hours(hours: _Hours, surface: bool) -> list[bool]:
     """Per hour: water flowed out while the air froze (it can ice where it lands) or
-    while the outlet pipe was at 0 °C (the line can freeze shut); a drip at the
+    while the outlet pipe was cold enough to hold ice (the frozen-line detectors' own
+    test, ``physics.pipe_can_ice``: the line can freeze shut); a drip at the
     outlet is not a discharge. (NaN, no reading, compares false.)"""
     return [
-        outlet >= MIN_CYCLE_VOLUME_L and ((surface and air <= FREEZING_C) or pipe <= FREEZING_C)
+        outlet >= MIN_CYCLE_VOLUME_L and ((surface and air <= FREEZING_C) or pipe_can_ice(pipe))
         for outlet, air, pipe in zip(hours.outlet_l, hours.air_min, hours.pipe_min, strict=True)
     ]
 
@@ -590,7 +593,9 @@ def _attention(
             + ")"
         )
     unseen_l: float | None = None
-    if totals.sanitary_l > 0 and not any(f.rule_id == "sanitary_discharge" for f in concerns):
+    if totals.sanitary_l > 0 and not any(
+        f.rule_id == SanitaryDischargeDetector.rule_id for f in concerns
+    ):
         unseen_l = totals.sanitary_l  # worded by the renderer, in the reader's units
         parts.append(f"{VOLUME_SLOT} of pumped water not seen at the outlet")
     if advisories:
@@ -815,7 +820,9 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
     icing_days = _days_overlapped(
         _icing_intervals(raw_findings, inputs.histories, through), period, through
     )
-    blocked = _intervals([f for f in raw_findings if f.rule_id == "frozen_line"], through)
+    blocked = _intervals(
+        [f for f in raw_findings if f.rule_id == FrozenLineDetector.rule_id], through
+    )
     sanitary = _sanitary_hours(inst, hours, blocked)
     days = _days(inst, period, hours, sanitary, icing_days, verdict)
     totals = _totals(days)

@@ -21,6 +21,10 @@ from gateway.domain import Audience, Citation, Finding, Reading, Severity, ordin
 from gateway.registry import SiteConfig
 from gateway.registry.models import DischargeDestination
 from gateway.rules.catalog import CATALOG
+from gateway.rules.detectors.pump_failure import PumpFailureDetector
+from gateway.rules.detectors.sanitary import SanitaryDischargeDetector
+from gateway.rules.detectors.silence import SensorSilenceDetector
+from gateway.rules.detectors.weather import FrozenLineDetector, IcingRiskDetector
 from gateway.rules.pack import RulePack
 from gateway.rules.verdict import Verdict, VerdictStatus
 from gateway.services import Services
@@ -28,9 +32,13 @@ from gateway.web import sources, wording
 from gateway.web.units import UnitSystem, fmt, unit
 
 State = Literal["ok", "attention", "problem", "unknown"]
-#: The detectors' rule for a pump that was called and did not start (by rule id:
-#: the pages only read its open finding).
-PUMP_FAILURE = "pump_failure"
+#: The rules the pages single out, by the detectors' own ids (the pages only read
+#: their findings; a renamed rule cannot silently drop out of a page).
+PUMP_FAILURE = PumpFailureDetector.rule_id
+SENSOR_SILENT = SensorSilenceDetector.rule_id
+SANITARY = SanitaryDischargeDetector.rule_id
+FROZEN_LINE = FrozenLineDetector.rule_id
+ICING = IcingRiskDetector.rule_id
 #: Outlet flow below this (L/min) is "no flow": sensor noise, drips.
 FLOWING_LPM = 0.5
 DESTINATIONS: dict[DischargeDestination | None, str] = {
@@ -206,7 +214,7 @@ def chart_url(site_id: str, at: datetime, now: datetime) -> str:
 
 def _alert_title(alert: Alert) -> str:
     """Sensor alerts name the sensor; the others keep the detector's title."""
-    if alert.rule_id == "sensor_silent":
+    if alert.rule_id == SENSOR_SILENT:
         named = wording.silent_sensors(alert.evidence)
         if named:
             return f"Not reporting: {named}"
@@ -358,7 +366,7 @@ def _destination(
         if item is not None:
             cites = [citation_view(c, pack) for c in item.citations]
             return status == "waived", item.message, cites
-    sanitary = [s for s in verdict.spells if s.rule_id == "sanitary_discharge"]
+    sanitary = [s for s in verdict.spells if s.rule_id == SANITARY]
     if any(s.status == "confirmed" for s in sanitary):
         spell = next(s for s in sanitary if s.status == "confirmed")
         return False, "Confirmed: " + spell.title, [citation_view(c, pack) for c in spell.citations]
@@ -467,7 +475,7 @@ def _status(
 def _discharge(
     outlet: Reading | None, pit: Reading | None, findings: list[Finding], units: UnitSystem
 ) -> tuple[Literal["flowing", "idle", "frozen", "unknown"], str]:
-    if any(f.rule_id == "frozen_line" for f in findings):
+    if any(f.rule_id == FROZEN_LINE for f in findings):
         return "frozen", "Frozen: the pump pushes but no water reaches the outlet"
     if outlet is None:
         return "unknown", "No outlet sensor reading yet"
@@ -759,7 +767,7 @@ async def console_view(
             for i in items
         ]
         newest = max((r.received_at for r in latest.values()), default=None)
-        icing = next((f for f in site_findings if f.rule_id == "icing_risk"), None)
+        icing = next((f for f in site_findings if f.rule_id == ICING), None)
         rows.append(
             ConsoleRow(
                 site_id=site.id,
@@ -775,7 +783,7 @@ async def console_view(
                 last_seen_text=sources.ago(newest, now) if newest else "never",
                 last_seen_ms=int(newest.timestamp() * 1000) if newest else None,
                 icing_risk=(icing.level or icing.severity.value) if icing else "",
-                sanitary_suspected=any(f.rule_id == "sanitary_discharge" for f in site_findings),
+                sanitary_suspected=any(f.rule_id == SANITARY for f in site_findings),
                 audit_fails=sum(1 for i in items if i.status == "fail"),
                 lat=site.lat,
                 lon=site.lon,
