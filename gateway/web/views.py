@@ -720,6 +720,78 @@ class ConsoleView(BaseModel):
     summary_text: str = ""
 
 
+class _Citations:
+    """:func:`citation_view` once per distinct citation: a village's 1,000 audits cite
+    the same few sections thousands of times (the views are only read)."""
+
+    def __init__(self, pack: RulePack | None) -> None:
+        self._pack = pack
+        self._seen: dict[Citation, CitationView] = {}
+
+    def __call__(self, c: Citation) -> CitationView:
+        view = self._seen.get(c)
+        if view is None:
+            view = self._seen[c] = citation_view(c, self._pack)
+        return view
+
+
+def _audit_rows(site: SiteConfig, verdict: Verdict, cite: _Citations) -> list[AuditRow]:
+    return [
+        AuditRow(
+            site_id=site.id,
+            site_name=site.name,
+            status="not recorded" if i.status == "unknown" else i.status,
+            message=i.message,
+            action=i.action,
+            citations=[cite(c) for c in i.citations],
+        )
+        for i in verdict.audit
+    ]
+
+
+def _console_row(
+    site: SiteConfig,
+    latest: dict[str, Reading],
+    site_findings: list[Finding],
+    site_alerts: list[Alert],
+    verdict: Verdict,
+    now: datetime,
+    factor: float,
+) -> ConsoleRow:
+    status = _status(
+        site, latest, site_findings, site_alerts, now, factor, True, _suspected_rules(verdict)
+    )
+    state = _VERDICT_STATE.get(verdict.status, status.state)
+    if _STATE_RANK[state] > _STATE_RANK[status.state]:
+        state = status.state
+    newest = max((r.received_at for r in latest.values()), default=None)
+    icing = next((f for f in site_findings if f.rule_id == ICING), None)
+    return ConsoleRow(
+        site_id=site.id,
+        name=site.name,
+        address=site.address,
+        status=state,
+        status_text=status.headline,
+        verdict_status=verdict.status.value,
+        verdict_label=verdict.label,
+        verdict_text=verdict.sentence("staff"),
+        open_findings=len(site_findings),
+        open_alerts=len(site_alerts),
+        last_seen_text=sources.ago(newest, now) if newest else "never",
+        last_seen_ms=int(newest.timestamp() * 1000) if newest else None,
+        icing_risk=(icing.level or icing.severity.value) if icing else "",
+        sanitary_suspected=any(f.rule_id == SANITARY for f in site_findings),
+        audit_fails=sum(1 for i in verdict.audit if i.status == "fail"),
+        lat=site.lat,
+        lon=site.lon,
+    )
+
+
+def _stale_after_ms(sites: Iterable[SiteConfig], factor: float) -> int:
+    longest = max((_site_stale_after(s, factor) for s in sites), default=timedelta(minutes=10))
+    return int(longest.total_seconds() * 1000)
+
+
 async def console_view(
     runtime: Services,
     jurisdiction: str,
@@ -737,6 +809,7 @@ async def console_view(
     factor = runtime.settings.silence_factor
     rows: list[ConsoleRow] = []
     audit_rows: list[AuditRow] = []
+    cite = _Citations(pack)
     # One store read for the whole village (1,000 sites), and each site's findings and
     # alerts picked by key rather than by scanning every list once per site.
     latest_of = await runtime.store.latest_of([s.id for s in sites])
@@ -744,61 +817,24 @@ async def console_view(
     alerts_of = _by_site(alerts)
     verdicts = await sources.verdicts(runtime, sites, now, findings)
     for site in sites:
-        latest: dict[str, Reading] = latest_of.get(site.id, {})
-        site_findings = findings_of.get(site.id, [])
-        site_alerts = alerts_of.get(site.id, [])
         verdict = verdicts[site.id]
-        status = _status(
-            site, latest, site_findings, site_alerts, now, factor, True, _suspected_rules(verdict)
-        )
-        items = list(verdict.audit)
-        state = _VERDICT_STATE.get(verdict.status, status.state)
-        if _STATE_RANK[state] > _STATE_RANK[status.state]:
-            state = status.state
-        audit_rows += [
-            AuditRow(
-                site_id=site.id,
-                site_name=site.name,
-                status="not recorded" if i.status == "unknown" else i.status,
-                message=i.message,
-                action=i.action,
-                citations=[citation_view(c, pack) for c in i.citations],
-            )
-            for i in items
-        ]
-        newest = max((r.received_at for r in latest.values()), default=None)
-        icing = next((f for f in site_findings if f.rule_id == ICING), None)
+        audit_rows += _audit_rows(site, verdict, cite)
         rows.append(
-            ConsoleRow(
-                site_id=site.id,
-                name=site.name,
-                address=site.address,
-                status=state,
-                status_text=status.headline,
-                verdict_status=verdict.status.value,
-                verdict_label=verdict.label,
-                verdict_text=verdict.sentence("staff"),
-                open_findings=len(site_findings),
-                open_alerts=len(site_alerts),
-                last_seen_text=sources.ago(newest, now) if newest else "never",
-                last_seen_ms=int(newest.timestamp() * 1000) if newest else None,
-                icing_risk=(icing.level or icing.severity.value) if icing else "",
-                sanitary_suspected=any(f.rule_id == SANITARY for f in site_findings),
-                audit_fails=sum(1 for i in items if i.status == "fail"),
-                lat=site.lat,
-                lon=site.lon,
+            _console_row(
+                site,
+                latest_of.get(site.id, {}),
+                findings_of.get(site.id, []),
+                alerts_of.get(site.id, []),
+                verdict,
+                now,
+                factor,
             )
         )
     seen = [r.last_seen_ms for r in rows if r.last_seen_ms is not None]
     return ConsoleView(
         now_ms=int(now.timestamp() * 1000),
         newest_ms=max(seen) if seen else None,
-        stale_after_ms=int(
-            max(
-                (_site_stale_after(s, factor) for s in sites), default=timedelta(minutes=10)
-            ).total_seconds()
-            * 1000
-        ),
+        stale_after_ms=_stale_after_ms(sites, factor),
         summary_text=console_summary(rows),
         jurisdiction=jurisdiction,
         jurisdiction_name=pack.name.split(":")[0] if pack else jurisdiction,
