@@ -392,19 +392,10 @@ def _destination(
     return True, f"Meets the requirements of {name} on where the water goes.", []
 
 
-def _status(
-    site: SiteConfig,
-    latest: dict[str, Reading],
-    findings: list[Finding],
-    alerts: list[Alert],
-    now: datetime,
-    silence_factor: float,
-    staff: bool = False,
-    suspected: frozenset[str] = frozenset(),
-    trend: str = "",
-) -> StatusView:
-    pit_node = site.node_of_kind(NodeKind.PIT)
-    pit = latest.get(pit_node.id) if pit_node else None
+def _reporting_status(
+    site: SiteConfig, latest: dict[str, Reading], now: datetime, silence_factor: float
+) -> StatusView | None:
+    """No readings at all, or a silent pit sensor: nothing else can be judged."""
     if not latest:
         return StatusView(
             state="unknown",
@@ -412,18 +403,27 @@ def _status(
             detail="Check that the sensors are plugged in and on Wi-Fi; readings show here "
             "within a minute of the first message.",
         )
-    if pit_node is not None and (
-        pit is None
-        or now - pit.received_at > sources.stale_after(site, pit_node.id, silence_factor)
+    pit_node = site.node_of_kind(NodeKind.PIT)
+    if pit_node is None:
+        return None
+    pit = latest.get(pit_node.id)
+    if pit is not None and now - pit.received_at <= sources.stale_after(
+        site, pit_node.id, silence_factor
     ):
-        since = f" since {sources.local_time(pit.ts, site, now)}" if pit else ""
-        return StatusView(
-            state="problem",
-            headline="The pit sensor is not reporting",
-            detail=f"No reading{since}. Check its power and Wi-Fi; until it reports we "
-            "cannot tell whether the pump works.",
-        )
-    level = pit.number("level_cm") if pit else None
+        return None
+    since = f" since {sources.local_time(pit.ts, site, now)}" if pit else ""
+    return StatusView(
+        state="problem",
+        headline="The pit sensor is not reporting",
+        detail=f"No reading{since}. Check its power and Wi-Fi; until it reports we "
+        "cannot tell whether the pump works.",
+    )
+
+
+def _pit_status(
+    site: SiteConfig, level: float | None, findings: list[Finding], trend: str
+) -> StatusView | None:
+    """Water in the pit that needs someone now: overflowing, a failed pump, high water."""
     rising = f"{trend}. " if trend else ""
     if is_overflowing(site, level):
         return StatusView(
@@ -446,6 +446,13 @@ def _status(
             headline="High water in the pit",
             detail=rising + CATALOG["high_water"].action,
         )
+    return None
+
+
+def _open_status(
+    findings: list[Finding], alerts: list[Alert], suspected: frozenset[str]
+) -> StatusView | None:
+    """The first critical, else the first warning, open alert or finding."""
     problems = [a for a in alerts if a.severity is Severity.CRITICAL] + [
         f for f in findings if f.severity is Severity.CRITICAL
     ]
@@ -459,6 +466,29 @@ def _status(
     ]
     if concerns:
         return StatusView(state="attention", headline=concerns[0].title, detail=concerns[0].action)
+    return None
+
+
+def _status(
+    site: SiteConfig,
+    latest: dict[str, Reading],
+    findings: list[Finding],
+    alerts: list[Alert],
+    now: datetime,
+    silence_factor: float,
+    staff: bool = False,
+    suspected: frozenset[str] = frozenset(),
+    trend: str = "",
+) -> StatusView:
+    silent = _reporting_status(site, latest, now, silence_factor)
+    if silent is not None:
+        return silent
+    pit_node = site.node_of_kind(NodeKind.PIT)
+    pit = latest.get(pit_node.id) if pit_node else None
+    level = pit.number("level_cm") if pit else None
+    found = _pit_status(site, level, findings, trend) or _open_status(findings, alerts, suspected)
+    if found is not None:
+        return found
     if staff:
         return StatusView(
             state="ok",
