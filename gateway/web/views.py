@@ -526,6 +526,149 @@ def _discharge(
 # ---------------------------------------------------------------------- builders
 
 
+def _compliance_items(
+    site: SiteConfig,
+    verdict: Verdict,
+    findings: list[Finding],
+    pack: RulePack | None,
+    units: UnitSystem,
+    now: datetime,
+) -> list[ComplianceItemView]:
+    """The verdict's finding spells, then its audit items, worded for the page."""
+    by_id = {f.id: f for f in findings}
+    spells = [
+        ComplianceItemView(
+            kind="finding",
+            status=spell.status,
+            message=spell.title
+            + ("" if spell.status != "suspected" else " (suspected: telemetry only)"),
+            action=by_id[spell.finding_id].action if spell.finding_id in by_id else "",
+            citations=[citation_view(c, pack) for c in spell.citations],
+            evidence=wording.evidence(spell.evidence, site, units),
+            chart_url=chart_url(site.id, spell.start, now),
+        )
+        for spell in verdict.spells
+    ]
+    return spells + [
+        ComplianceItemView(
+            kind="audit",
+            status="not recorded" if i.status == "unknown" else i.status,
+            message=i.message,
+            action=i.action,
+            citations=[citation_view(c, pack) for c in i.citations],
+        )
+        for i in verdict.audit
+    ]
+
+
+def _node_views(
+    site: SiteConfig, latest: dict[str, Reading], now: datetime, factor: float
+) -> list[NodeView]:
+    # One clock for "last seen" everywhere: when the gateway received the message.
+    out = []
+    for node in site.nodes:
+        last = latest.get(node.id)
+        stale_after = sources.stale_after(site, node.id, factor)
+        out.append(
+            NodeView(
+                id=node.id,
+                kind=node.kind.value,
+                kind_text=wording.NODE_KINDS.get(node.kind.value, "sensor").capitalize(),
+                last_seen_text=sources.ago(last.received_at, now) if last else "never",
+                last_seen_ms=int(last.received_at.timestamp() * 1000) if last else None,
+                reporting=last is not None and now - last.received_at <= stale_after,
+            )
+        )
+    return out
+
+
+async def _recent_pit_rows(
+    runtime: Services, site: SiteConfig, latest: dict[str, Reading], now: datetime
+) -> list[Reading]:
+    """The pit's last three hours of pump state and level (the trend, the last cycle)."""
+    pit_node = site.node_of_kind(NodeKind.PIT)
+    if pit_node is None or pit_node.id not in latest:
+        return []
+    return await sources.readings(
+        runtime,
+        site.id,
+        pit_node.id,
+        now - timedelta(hours=3),
+        now + timedelta(minutes=5),
+        fields=("pump_on", "level_cm"),
+    )
+
+
+async def _today(
+    runtime: Services, site: SiteConfig, latest: dict[str, Reading], now: datetime
+) -> tuple[int | None, float | None]:
+    """Pump cycles and pumped volume since local midnight (None before any reading)."""
+    if not latest:
+        return None, None
+    by_node = await sources.minute_rollups(runtime, site, sources.since_midnight(site, now), now)
+    cycles = sum(r.pump_cycles for rs in by_node.values() for r in rs)
+    return cycles, sum(r.pumped_volume_l for rs in by_node.values() for r in rs)
+
+
+def _pump_text(failed: bool, pump_on: object) -> str:
+    if failed:
+        return "Did not start"
+    return "—" if pump_on is None else ("Running" if pump_on else "Off")
+
+
+def _of_kind(site: SiteConfig, latest: dict[str, Reading], kind: NodeKind) -> Reading | None:
+    node = site.node_of_kind(kind)
+    return latest.get(node.id) if node else None
+
+
+def _identity(
+    site: SiteConfig,
+    pack: RulePack | None,
+    units: UnitSystem,
+    latest: dict[str, Reading],
+    now: datetime,
+    factor: float,
+) -> dict[str, Any]:
+    """The overview's header fields: which site, and how fresh its readings are."""
+    # One clock for "last seen" everywhere: when the gateway received the message.
+    newest = max((r.received_at for r in latest.values()), default=None)
+    return {
+        "site_id": site.id,
+        "name": site.name,
+        "address": site.address,
+        "timezone": site.timezone,
+        "jurisdiction": site.jurisdiction,
+        "jurisdiction_name": pack.name.split(":")[0] if pack else site.jurisdiction,
+        "units": units,
+        "updated_text": sources.local_time(now, site, now),
+        "has_data": bool(latest),
+        "last_reading_ms": int(newest.timestamp() * 1000) if newest else None,
+        "last_reading_text": sources.ago(newest, now) if newest else "never",
+        "stale_after_ms": int(_site_stale_after(site, factor).total_seconds() * 1000),
+        "now_ms": int(now.timestamp() * 1000),
+    }
+
+
+def _reading_texts(
+    site: SiteConfig, latest: dict[str, Reading], units: UnitSystem
+) -> dict[str, str]:
+    """The latest outlet, air and pit water readings, formatted ("—" when none)."""
+    outlet = _of_kind(site, latest, NodeKind.DISCHARGE)
+    air = _of_kind(site, latest, NodeKind.AIR)
+    pit = _of_kind(site, latest, NodeKind.PIT)
+
+    def shown(kind: str, reading: Reading | None, name: str) -> str:
+        return fmt(kind, reading.number(name) if reading else None, units)
+
+    return {
+        "flow_text": shown("flow", outlet, "flow_lpm"),
+        "pressure_text": shown("pressure", outlet, "pressure_kpa"),
+        "outlet_temp_text": shown("temperature", outlet, "pipe_temp_c"),
+        "outdoor_temp_text": shown("temperature", air, "air_temp_c"),
+        "pit_water_temp_text": shown("temperature", pit, "water_temp_c"),
+    }
+
+
 async def site_overview(
     runtime: Services,
     site: SiteConfig,
@@ -542,103 +685,24 @@ async def site_overview(
     verdict = await sources.verdict(runtime, site, now, findings)
     factor = runtime.settings.silence_factor
     staff = principal.is_staff
-
-    pit_node = site.node_of_kind(NodeKind.PIT)
-    out_node = site.node_of_kind(NodeKind.DISCHARGE)
-    air_node = site.node_of_kind(NodeKind.AIR)
-    pit = latest.get(pit_node.id) if pit_node else None
-    outlet = latest.get(out_node.id) if out_node else None
-    air = latest.get(air_node.id) if air_node else None
-
-    pit_rows: list[Reading] = []
-    if pit_node is not None and pit is not None:
-        pit_rows = await sources.readings(
-            runtime,
-            site.id,
-            pit_node.id,
-            now - timedelta(hours=3),
-            now + timedelta(minutes=5),
-            fields=("pump_on", "level_cm"),
-        )
-    cycles = volume = None
-    if latest:
-        by_node = await sources.minute_rollups(
-            runtime, site, sources.since_midnight(site, now), now
-        )
-        cycles = sum(r.pump_cycles for rs in by_node.values() for r in rs)
-        volume = sum(r.pumped_volume_l for rs in by_node.values() for r in rs)
-
+    pit = _of_kind(site, latest, NodeKind.PIT)
+    outlet = _of_kind(site, latest, NodeKind.DISCHARGE)
+    pit_rows = await _recent_pit_rows(runtime, site, latest, now)
+    cycles, volume = await _today(runtime, site, latest, now)
     pump_on = pit.values.get("pump_on") if pit else None
     level_now = pit.number("level_cm") if pit else None
     trend = trend_text(site, level_now, rise_rate(pit_rows, now), units)
-    pump_failed = any(f.rule_id == PUMP_FAILURE for f in findings)
     backup = pit.values.get("backup_pump_on") if pit else None
     state, discharge_text = _discharge(outlet, pit, findings, units)
     lawful, note, dest_cites = _destination(site, verdict, pack)
-    by_id = {f.id: f for f in findings}
-    compliance = [
-        ComplianceItemView(
-            kind="finding",
-            status=spell.status,
-            message=spell.title
-            + ("" if spell.status != "suspected" else " (suspected: telemetry only)"),
-            action=by_id[spell.finding_id].action if spell.finding_id in by_id else "",
-            citations=[citation_view(c, pack) for c in spell.citations],
-            evidence=wording.evidence(spell.evidence, site, units),
-            chart_url=chart_url(site.id, spell.start, now),
-        )
-        for spell in verdict.spells
-    ] + [
-        ComplianceItemView(
-            kind="audit",
-            status="not recorded" if i.status == "unknown" else i.status,
-            message=i.message,
-            action=i.action,
-            citations=[citation_view(c, pack) for c in i.citations],
-        )
-        for i in verdict.audit
-    ]
-    # One clock for "last seen" everywhere: when the gateway received the message.
-    newest = max((r.received_at for r in latest.values()), default=None)
-    nodes = []
-    for node in site.nodes:
-        last = latest.get(node.id)
-        reporting = last is not None and now - last.received_at <= sources.stale_after(
-            site, node.id, factor
-        )
-        nodes.append(
-            NodeView(
-                id=node.id,
-                kind=node.kind.value,
-                kind_text=wording.NODE_KINDS.get(node.kind.value, "sensor").capitalize(),
-                last_seen_text=sources.ago(last.received_at, now) if last else "never",
-                last_seen_ms=int(last.received_at.timestamp() * 1000) if last else None,
-                reporting=reporting,
-            )
-        )
     return SiteOverview(
-        site_id=site.id,
-        name=site.name,
-        address=site.address,
-        timezone=site.timezone,
-        jurisdiction=site.jurisdiction,
-        jurisdiction_name=pack.name.split(":")[0] if pack else site.jurisdiction,
-        units=units,
-        updated_text=sources.local_time(now, site, now),
-        has_data=bool(latest),
-        last_reading_ms=int(newest.timestamp() * 1000) if newest else None,
-        last_reading_text=sources.ago(newest, now) if newest else "never",
-        stale_after_ms=int(_site_stale_after(site, factor).total_seconds() * 1000),
-        now_ms=int(now.timestamp() * 1000),
+        **_identity(site, pack, units, latest, now, factor),
+        **_reading_texts(site, latest, units),
         status=_status(
             site, latest, findings, alerts, now, factor, staff, _suspected_rules(verdict), trend
         ),
         pit=_pit_view(site, level_now, units, rise_rate(pit_rows, now)),
-        pump_text="Did not start"
-        if pump_failed
-        else "—"
-        if pump_on is None
-        else ("Running" if pump_on else "Off"),
+        pump_text=_pump_text(any(f.rule_id == PUMP_FAILURE for f in findings), pump_on),
         pump_running=None if pump_on is None else bool(pump_on),
         backup_text=""
         if backup is None
@@ -648,13 +712,6 @@ async def site_overview(
         volume_today_text=fmt("volume", volume, units),
         discharge_state=state,
         discharge_text=discharge_text,
-        flow_text=fmt("flow", outlet.number("flow_lpm") if outlet else None, units),
-        pressure_text=fmt("pressure", outlet.number("pressure_kpa") if outlet else None, units),
-        outlet_temp_text=fmt(
-            "temperature", outlet.number("pipe_temp_c") if outlet else None, units
-        ),
-        outdoor_temp_text=fmt("temperature", air.number("air_temp_c") if air else None, units),
-        pit_water_temp_text=fmt("temperature", pit.number("water_temp_c") if pit else None, units),
         destination_text=DESTINATIONS[verdict_installation(site, now).destination],
         destination_lawful=lawful,
         destination_note=note,
@@ -667,8 +724,8 @@ async def site_overview(
         verdict_status=verdict.status.value,
         verdict_label=verdict.label,
         verdict_text=verdict.sentence("staff" if staff else "homeowner"),
-        compliance=compliance,
-        nodes=nodes,
+        compliance=_compliance_items(site, verdict, findings, pack, units, now),
+        nodes=_node_views(site, latest, now, factor),
     )
 
 
