@@ -280,6 +280,13 @@ def _icing_intervals(
     ]
 
 
+def _frozen_line_spans(
+    findings: Iterable[Finding], through: datetime
+) -> list[tuple[datetime, datetime]]:
+    """When a frozen-line finding was open: the line held the water back then."""
+    return _intervals([f for f in findings if f.rule_id == FrozenLineDetector.rule_id], through)
+
+
 def _coverage(site: SiteConfig, hours: _Hours) -> Coverage:
     node_ids = tuple(n.id for n in site.nodes)
     n = hours.n
@@ -882,10 +889,7 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
     icing_days = _days_overlapped(
         _icing_intervals(raw_findings, inputs.histories, through), period, through
     )
-    blocked = _intervals(
-        [f for f in raw_findings if f.rule_id == FrozenLineDetector.rule_id], through
-    )
-    sanitary = _sanitary_hours(inst, hours, blocked)
+    sanitary = _sanitary_hours(inst, hours, _frozen_line_spans(raw_findings, through))
     days = _days(inst, period, hours, sanitary, icing_days, verdict)
     totals = _totals(days)
     coverage = _coverage(site, hours)
