@@ -24,7 +24,9 @@ from gateway.reports.render_csv import site_csv
 from gateway.reports.season import parse_season_label, season_of, season_period
 from gateway.reports.service import FORMATS, render
 from gateway.reports.sources import ReportSources
+from gateway.rules.detectors.base import OutletSample, SiteContext, SiteState
 from gateway.rules.pack import load_packs
+from gateway.rules.physics import cold_enough_for_ice, unaccounted_litres
 from gateway.state.database import SqliteDatabase
 from gateway.store.base import FieldStats, Rollup
 from gateway.store.sqlite import SqliteStore
@@ -151,7 +153,8 @@ def _hour(site: str, node: str, kind: NodeKind, start: datetime, **totals: float
         t = totals.pop("air_c", 5.0)
         stats["air_temp_c"] = FieldStats(60, t - 1, t + 1, t, t)
     if kind is NodeKind.DISCHARGE:
-        stats["pipe_temp_c"] = FieldStats(360, 4.0, 6.0, 5.0, 5.0)
+        low = totals.pop("pipe_min_c", 4.0)
+        stats["pipe_temp_c"] = FieldStats(360, low, low + 2.0, low + 1.0, low + 1.0)
     return Rollup(
         site,
         node,
@@ -203,6 +206,7 @@ async def _day_of_rollups(
     plan: dict[int, tuple[int, float]],
     *,
     skip_outlet: Collection[int] = (),
+    pipe_min_c: float = 4.0,
 ) -> None:
     """24 hours from the season start: ``plan[hour] = (cycles, outlet litres)``."""
     rollups = []
@@ -211,7 +215,16 @@ async def _day_of_rollups(
         cycles, outlet = plan.get(h, (0, 0.0))
         rollups.append(_hour(site, "pit", NodeKind.PIT, start, cycles=cycles, on_s=15 * cycles))
         if h not in skip_outlet:
-            rollups.append(_hour(site, "outlet", NodeKind.DISCHARGE, start, outlet_l=outlet))
+            rollups.append(
+                _hour(
+                    site,
+                    "outlet",
+                    NodeKind.DISCHARGE,
+                    start,
+                    outlet_l=outlet,
+                    pipe_min_c=pipe_min_c,
+                )
+            )
         rollups.append(_hour(site, "air", NodeKind.AIR, start, air_c=-4.0 if h < 6 else 3.0))
     await store.save_rollups(rollups)
 
@@ -281,6 +294,39 @@ async def test_freezing_hours_and_risk_hours_come_from_air_and_discharge(
     assert day.freezing_risk_hours == 3
     assert day.air_min_c == pytest.approx(-5.0)
     assert report.freezing_days == (day,)
+
+
+async def test_unaccounted_hours_are_what_the_shared_water_balance_says_of_their_sums(
+    store: SqliteStore,
+) -> None:
+    # Two cycles an hour; hours 11 and 13 reach the outlet half a cycle, hour 12 nothing.
+    b = BAND_L
+    plan = {h: (2, 2 * b) for h in range(24)} | {11: (2, b / 2), 12: (2, 0.0), 13: (2, b / 2)}
+    await _day_of_rollups(store, "h1", plan)
+    report = await assemble_site_report(_sources(store, _site()), "h1", "2026-2027", now=NOW)
+    # Each hour judged over it and its neighbours, as the physics is asked to.
+    physics = [
+        unaccounted_litres(2 * b, 2 * b, 6 * b, 4.5 * b),  # 10: 3/4 seen, accounted
+        unaccounted_litres(2 * b, b / 2, 6 * b, 2.5 * b),  # 11
+        unaccounted_litres(2 * b, 0.0, 6 * b, 1.0 * b),  # 12
+        unaccounted_litres(2 * b, b / 2, 6 * b, 2.5 * b),  # 13
+    ]
+    assert physics[0] == 0.0 and all(v > 0 for v in physics[1:])
+    assert report.days[0].sanitary_l == pytest.approx(sum(physics))
+    assert report.days[0].unaccounted_hours == 3
+
+
+async def test_a_pipe_the_frozen_line_detector_calls_icy_makes_risk_hours_in_the_report(
+    store: SqliteStore,
+) -> None:
+    # Warm air after 06:00, but the pipe wall at 0.5 C: cold enough for the detectors.
+    await _day_of_rollups(store, "h1", {h: (1, BAND_L) for h in range(8, 11)}, pipe_min_c=0.5)
+    report = await assemble_site_report(_sources(store, _site()), "h1", "2026-2027", now=NOW)
+    state = SiteState(SiteContext(_site(), PACKS["edgar"]), timedelta(hours=6))
+    at = SEASON_START + timedelta(hours=9)
+    state.outlet.add(OutletSample(at, 10.0, 3.0, 0.5), pump_on=True)
+    assert cold_enough_for_ice(state, at)
+    assert report.days[0].freezing_risk_hours == 3
 
 
 async def test_violation_level_telemetry_is_suspected_until_a_record_confirms_it(

@@ -13,8 +13,8 @@ Where the water went, hour by hour (see ``docs/reports.md``):
 * an hour is *unaccounted* when, over it and its two neighbours (a cycle can
   start in one hour and discharge in the next), the outlet saw less than
   ``ACCOUNTED_RATIO`` of the pit volume while both nodes reported and no frozen
-  line was open: the shortfall of that hour is "suspected to the sanitary sewer",
-  the sanitary detector's physics on hourly sums;
+  line was open: the shortfall of that hour is "suspected to the sanitary sewer"
+  (``physics.unaccounted_litres`` on hourly sums, the shared water balance);
 * the outlet volume goes where the installation is registered to go (grade or
   swale -> "grade", storm lateral -> "storm", sanitary -> "sanitary").
 """
@@ -46,6 +46,7 @@ from gateway.reports.models import (
     DayStats,
     FindingEntry,
     Gap,
+    PenaltyEstimate,
     Recommendation,
     SiteInfo,
     SiteReport,
@@ -60,8 +61,12 @@ from gateway.reports.penalties import estimate_from_ledger, estimate_penalties
 from gateway.reports.season import SeasonPeriod, season_period
 from gateway.reports.sources import ReportSources
 from gateway.rules.audit import FIELD_LABELS
+from gateway.rules.detectors.sanitary import SanitaryDischargeDetector
+from gateway.rules.detectors.silence import SensorSilenceDetector
+from gateway.rules.detectors.weather import FrozenLineDetector, IcingRiskDetector
 from gateway.rules.pack import RulePack
-from gateway.rules.thresholds import ACCOUNTED_RATIO, FREEZING_C, MIN_CYCLE_VOLUME_L
+from gateway.rules.physics import pipe_can_ice, unaccounted_litres
+from gateway.rules.thresholds import FREEZING_C, MIN_CYCLE_VOLUME_L
 from gateway.rules.verdict import (
     CONFIRM_WITHIN,
     LedgerLine,
@@ -78,7 +83,7 @@ HOUR = timedelta(hours=1)
 #: statement of compliance: too much of the season went unwatched.
 MIN_COVERAGE = 0.9
 #: Findings about the monitoring itself, not about the property's discharge.
-MONITORING_RULES = frozenset({"sensor_silent"})
+MONITORING_RULES = frozenset({SensorSilenceDetector.rule_id})
 #: Icing levels that mean the walk or street could really ice (not just "watch").
 ICING_LEVELS = frozenset({"warning", "violation"})
 _SURFACE = (DischargeDestination.GRADE, DischargeDestination.SWALE)
@@ -269,10 +274,17 @@ def _icing_intervals(
     return [
         (span.start, span.end)
         for f in findings
-        if f.rule_id == "icing_risk"
+        if f.rule_id == IcingRiskDetector.rule_id
         for span in level_spans(f, histories.get(f.id), through)
         if span.level in ICING_LEVELS
     ]
+
+
+def _frozen_line_spans(
+    findings: Iterable[Finding], through: datetime
+) -> list[tuple[datetime, datetime]]:
+    """When a frozen-line finding was open: the line held the water back then."""
+    return _intervals([f for f in findings if f.rule_id == FrozenLineDetector.rule_id], through)
 
 
 def _coverage(site: SiteConfig, hours: _Hours) -> Coverage:
@@ -306,11 +318,9 @@ def _sanitary_hours(
         ] * hours.n  # registered to the sanitary sewer: the outlet's volume already goes there
     pit_l, outlet_l = hours.pit_l, hours.outlet_l
     pit_win, out_win = _three_hour_sums(pit_l), _three_hour_sums(outlet_l)
-    # Both nodes reported, at least a cycle's volume, and the outlet short over the window.
+    # Both nodes reported, and the sanitary physics finds the hour short over its window.
     out = [
-        max(0.0, p - o)
-        if pit_seen and outlet_seen and p >= MIN_CYCLE_VOLUME_L and ow < ACCOUNTED_RATIO * pw
-        else 0.0
+        unaccounted_litres(p, o, pw, ow) if pit_seen and outlet_seen else 0.0
         for p, o, pit_seen, outlet_seen, pw, ow in zip(
             pit_l, outlet_l, hours.pit_seen, hours.outlet_seen, pit_win, out_win, strict=True
         )
@@ -378,10 +388,11 @@ def _local_days_hour_by_hour(n: int, day_of: Callable[[int], date]) -> list[tupl
 
 def _risk_hours(hours: _Hours, surface: bool) -> list[bool]:
     """Per hour: water flowed out while the air froze (it can ice where it lands) or
-    while the outlet pipe was at 0 °C (the line can freeze shut); a drip at the
+    while the outlet pipe was cold enough to hold ice (the frozen-line detectors' own
+    test, ``physics.pipe_can_ice``: the line can freeze shut); a drip at the
     outlet is not a discharge. (NaN, no reading, compares false.)"""
     return [
-        outlet >= MIN_CYCLE_VOLUME_L and ((surface and air <= FREEZING_C) or pipe <= FREEZING_C)
+        outlet >= MIN_CYCLE_VOLUME_L and ((surface and air <= FREEZING_C) or pipe_can_ice(pipe))
         for outlet, air, pipe in zip(hours.outlet_l, hours.air_min, hours.pipe_min, strict=True)
     ]
 
@@ -590,7 +601,9 @@ def _attention(
             + ")"
         )
     unseen_l: float | None = None
-    if totals.sanitary_l > 0 and not any(f.rule_id == "sanitary_discharge" for f in concerns):
+    if totals.sanitary_l > 0 and not any(
+        f.rule_id == SanitaryDischargeDetector.rule_id for f in concerns
+    ):
         unseen_l = totals.sanitary_l  # worded by the renderer, in the reader's units
         parts.append(f"{VOLUME_SLOT} of pumped water not seen at the outlet")
     if advisories:
@@ -765,8 +778,8 @@ def not_an_inspection(pack: RulePack | None) -> list[str]:
     return notes
 
 
-def build_site_report(inputs: SiteInputs) -> SiteReport:
-    """The property report from its inputs: pure arithmetic, no I/O."""
+def _input_notes(inputs: SiteInputs) -> list[str]:
+    """What the reader must know about the report's own inputs (season, packs, sources)."""
     site, pack, period, through = inputs.site, inputs.pack, inputs.period, inputs.through
     notes: list[str] = not_an_inspection(pack)
     if period.is_default:
@@ -787,19 +800,80 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
             "The findings source keeps no level history: each finding's last level is taken "
             "for its whole span."
         )
+    return notes
+
+
+def _installation_note(changes: Sequence[date], audited_on: date) -> list[str]:
+    if not changes:
+        return []
+    return [
+        "The installation record changed on "
+        + ", ".join(f"{d:%Y-%m-%d}" for d in changes)
+        + f"; the audit uses the record in force on {audited_on:%Y-%m-%d} and lists "
+        "what each earlier record of the season failed or left unchecked."
+    ]
+
+
+def _penalties(
+    inputs: SiteInputs, verdict: Verdict, days: Sequence[DayStats], notes: list[str]
+) -> tuple[PenaltyEstimate, PenaltyEstimate | None]:
+    """The estimate (the ledger's where the site has cases) and, when violations are only
+    suspected, what it would be were they confirmed."""
+    pack, period = inputs.pack, inputs.period
+    in_period = {d.day for d in days}
+    confirmed_days = [d for d in verdict.confirmed_days if d in in_period]
+    suspected_days = [d for d in verdict.suspected_days if d in in_period]
+    penalties = estimate_penalties(pack, confirmed_days, len(verdict.confirmed))
+    if inputs.ledger is not None:  # a site with cases: the ledger speaks (16.5)
+        penalties = estimate_from_ledger(inputs.ledger, period.first_day, period.last_day)
+        notes.append(
+            "Penalty estimate: the posted lines of the site's case ledger for this season "
+            "(an estimate, not a legal determination)."
+        )
+    if not suspected_days:
+        return penalties, None
+    return penalties, estimate_penalties(
+        pack, confirmed_days + suspected_days, len(verdict.confirmed) + len(verdict.suspected)
+    )
+
+
+def _site_info(site: SiteConfig, pack: RulePack | None, inst: Installation) -> SiteInfo:
+    return SiteInfo(
+        site_id=site.id,
+        name=site.name,
+        address=site.address,
+        jurisdiction=site.jurisdiction,
+        pack_name=pack.name if pack is not None else site.jurisdiction,
+        destination="not_recorded" if inst.destination is None else inst.destination.value,
+        timezone=site.timezone,
+    )
+
+
+def _suspected_entries(verdict: Verdict) -> tuple[SuspectedEntry, ...]:
+    return tuple(
+        SuspectedEntry(
+            rule_id=s.rule_id,
+            title=s.title,
+            start=s.start,
+            end=s.end,
+            days=len(s.days),
+            confidence=s.confidence,
+            citations=s.citations,
+        )
+        for s in verdict.suspected
+    )
+
+
+def build_site_report(inputs: SiteInputs) -> SiteReport:
+    """The property report from its inputs: pure arithmetic, no I/O."""
+    site, pack, period, through = inputs.site, inputs.pack, inputs.period, inputs.through
+    notes = _input_notes(inputs)
     # The season as it was: the installation record and waivers in force on its last
     # day considered, so recording a later fix does not rewrite this report.
     as_of = max(period.start, through - timedelta(seconds=1))
     audited_on = as_of.astimezone(period.tz).date()
     inst = site.installation_on(audited_on)
-    changes = site.installation_changes(period.first_day, audited_on)
-    if changes:
-        notes.append(
-            "The installation record changed on "
-            + ", ".join(f"{d:%Y-%m-%d}" for d in changes)
-            + f"; the audit uses the record in force on {audited_on:%Y-%m-%d} and lists "
-            "what each earlier record of the season failed or left unchecked."
-        )
+    notes += _installation_note(site.installation_changes(period.first_day, audited_on), audited_on)
     hours = _hours(site, inputs.days, period.start, through)
     raw_findings = inputs.findings
     verdict = site_verdict(
@@ -815,57 +889,17 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
     icing_days = _days_overlapped(
         _icing_intervals(raw_findings, inputs.histories, through), period, through
     )
-    blocked = _intervals([f for f in raw_findings if f.rule_id == "frozen_line"], through)
-    sanitary = _sanitary_hours(inst, hours, blocked)
+    sanitary = _sanitary_hours(inst, hours, _frozen_line_spans(raw_findings, through))
     days = _days(inst, period, hours, sanitary, icing_days, verdict)
     totals = _totals(days)
     coverage = _coverage(site, hours)
     findings = _finding_entries(raw_findings, period, through, pack, inputs.frozen_evidence)
     alerts, alert_summary = _alerts(inputs.alerts)
-    in_period = {d.day for d in days}
-    confirmed_days = [d for d in verdict.confirmed_days if d in in_period]
-    suspected_days = [d for d in verdict.suspected_days if d in in_period]
-    penalties = estimate_penalties(pack, confirmed_days, len(verdict.confirmed))
-    if inputs.ledger is not None:  # a site with cases: the ledger speaks (16.5)
-        penalties = estimate_from_ledger(inputs.ledger, period.first_day, period.last_day)
-        notes.append(
-            "Penalty estimate: the posted lines of the site's case ledger for this season "
-            "(an estimate, not a legal determination)."
-        )
-    if_confirmed = (
-        estimate_penalties(
-            pack,
-            confirmed_days + suspected_days,
-            len(verdict.confirmed) + len(verdict.suspected),
-        )
-        if suspected_days
-        else None
-    )
+    penalties, if_confirmed = _penalties(inputs, verdict, days, notes)
     compliance = _compliance(coverage, findings, verdict, totals, inputs.findings_available)
     recommendation, reason = _recommendation(verdict, totals)
-    info = SiteInfo(
-        site_id=site.id,
-        name=site.name,
-        address=site.address,
-        jurisdiction=site.jurisdiction,
-        pack_name=pack.name if pack is not None else site.jurisdiction,
-        destination="not_recorded" if inst.destination is None else inst.destination.value,
-        timezone=site.timezone,
-    )
-    suspected = tuple(
-        SuspectedEntry(
-            rule_id=s.rule_id,
-            title=s.title,
-            start=s.start,
-            end=s.end,
-            days=len(s.days),
-            confidence=s.confidence,
-            citations=s.citations,
-        )
-        for s in verdict.suspected
-    )
     return SiteReport(
-        site=info,
+        site=_site_info(site, pack, inst),
         period=period,
         through=through,
         generated_at=inputs.now,
@@ -883,7 +917,7 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
         recommendation=recommendation,
         notes=tuple(notes),
         penalties_if_confirmed=if_confirmed,
-        suspected=suspected,
+        suspected=_suspected_entries(verdict),
         next_step=reason,
         audited_on=audited_on,
         not_evaluated=tuple(inputs.not_evaluated),
@@ -984,6 +1018,75 @@ def _week_of(day: date) -> date:
     return day - timedelta(days=day.weekday())
 
 
+@dataclass(slots=True)
+class _Seasons:
+    """The span the village's sites' seasons cover, and each pack's season, described."""
+
+    first_day: date | None = None
+    last_day: date | None = None
+    through: datetime | None = None
+    described: dict[str, str] = field(default_factory=dict)
+
+    def add(self, report: SiteReport, key: str) -> None:
+        p = report.period
+        self.first_day = p.first_day if self.first_day is None else min(self.first_day, p.first_day)
+        self.last_day = p.last_day if self.last_day is None else max(self.last_day, p.last_day)
+        self.through = report.through if self.through is None else max(self.through, report.through)
+        if key not in self.described:
+            cites = ", ".join(dict.fromkeys(str(c) for c in p.citations))
+            self.described[key] = f"{key}: {p.describe()}" + (f" [{cites}]" if cites else "")
+
+
+def _add_days(weeks: dict[date, _WeekAcc], site_id: str, days: Iterable[DayStats]) -> None:
+    for d in days:
+        acc = weeks[_week_of(d.day)]
+        acc.pit += d.pit_volume_l
+        acc.outlet += d.outlet_volume_l
+        acc.sanitary += d.sanitary_l
+        acc.icing += int(d.icing)
+        acc.freezing += d.freezing_risk_hours
+        if d.violation:
+            acc.violators.add(site_id)
+
+
+def _week_rows(weeks: Mapping[date, _WeekAcc]) -> tuple[WeekStats, ...]:
+    return tuple(
+        WeekStats(
+            week_start=w,
+            pit_volume_l=a.pit,
+            outlet_volume_l=a.outlet,
+            sanitary_l=a.sanitary,
+            icing_site_days=a.icing,
+            sites_in_violation=len(a.violators),
+            freezing_risk_hours=a.freezing,
+        )
+        for w, a in sorted(weeks.items())
+    )
+
+
+def _village_totals(rows: Sequence[SiteStatusRow]) -> VillageTotals:
+    return VillageTotals(
+        sites=len(rows),
+        pit_volume_l=sum(r.pit_volume_l for r in rows),
+        outlet_volume_l=sum(r.outlet_volume_l for r in rows),
+        sanitary_l=sum(r.sanitary_l for r in rows),
+        icing_days=sum(r.icing_days for r in rows),
+        violation_days=sum(r.violation_days for r in rows),
+        sites_in_violation=sum(1 for r in rows if r.status is ComplianceStatus.VIOLATION),
+        sites_compliant=sum(1 for r in rows if r.status is ComplianceStatus.COMPLIANT),
+    )
+
+
+def _scope_sites(
+    sources: ReportSources, jurisdiction: str | None, site_ids: Sequence[str] | None
+) -> list[SiteConfig]:
+    if site_ids is not None:
+        return [sources.registry.require(s) for s in site_ids]
+    if jurisdiction is not None:
+        return sources.registry.in_jurisdiction(jurisdiction)
+    return list(sources.registry)
+
+
 async def assemble_village_report(
     sources: ReportSources,
     season: str,
@@ -999,85 +1102,36 @@ async def assemble_village_report(
     pack's season and reduced at once, so memory stays flat for 1,000 sites.
     """
     now = now or datetime.now(UTC)
-    if site_ids is not None:
-        sites = [sources.registry.require(s) for s in site_ids]
-    elif jurisdiction is not None:
-        sites = sources.registry.in_jurisdiction(jurisdiction)
-    else:
-        sites = list(sources.registry)
+    sites = _scope_sites(sources, jurisdiction, site_ids)
     rows: list[SiteStatusRow] = []
     weeks: dict[date, _WeekAcc] = defaultdict(_WeekAcc)
-    seasons: dict[str, str] = {}
-    first_day: date | None = None
-    last_day: date | None = None
-    through: datetime | None = None
+    spans = _Seasons()
     async for site, report in _site_reports(sources, sites, season, now):
         rows.append(status_row(report))
-        p = report.period
-        first_day = p.first_day if first_day is None else min(first_day, p.first_day)
-        last_day = p.last_day if last_day is None else max(last_day, p.last_day)
-        through = report.through if through is None else max(through, report.through)
-        pack = sources.packs.get(site.jurisdiction)
-        key = pack.id if pack is not None else site.jurisdiction
-        if key not in seasons:
-            cites = ", ".join(dict.fromkeys(str(c) for c in p.citations))
-            seasons[key] = f"{key}: {p.describe()}" + (f" [{cites}]" if cites else "")
-        for d in report.days:
-            acc = weeks[_week_of(d.day)]
-            acc.pit += d.pit_volume_l
-            acc.outlet += d.outlet_volume_l
-            acc.sanitary += d.sanitary_l
-            acc.icing += int(d.icing)
-            acc.freezing += d.freezing_risk_hours
-            if d.violation:
-                acc.violators.add(site.id)
+        site_pack = sources.packs.get(site.jurisdiction)
+        spans.add(report, site_pack.id if site_pack is not None else site.jurisdiction)
+        _add_days(weeks, site.id, report.days)
     rows.sort(key=lambda r: r.site_id)
     priority = tuple(
         sorted((r for r in rows if r.recommendation is not Recommendation.NONE), key=_priority_key)
     )
-    totals = VillageTotals(
-        sites=len(rows),
-        pit_volume_l=sum(r.pit_volume_l for r in rows),
-        outlet_volume_l=sum(r.outlet_volume_l for r in rows),
-        sanitary_l=sum(r.sanitary_l for r in rows),
-        icing_days=sum(r.icing_days for r in rows),
-        violation_days=sum(r.violation_days for r in rows),
-        sites_in_violation=sum(1 for r in rows if r.status is ComplianceStatus.VIOLATION),
-        sites_compliant=sum(1 for r in rows if r.status is ComplianceStatus.COMPLIANT),
-    )
-    week_rows = tuple(
-        WeekStats(
-            week_start=w,
-            pit_volume_l=a.pit,
-            outlet_volume_l=a.outlet,
-            sanitary_l=a.sanitary,
-            icing_site_days=a.icing,
-            sites_in_violation=len(a.violators),
-            freezing_risk_hours=a.freezing,
-        )
-        for w, a in sorted(weeks.items())
-    )
     scope = jurisdiction or ("selected sites" if site_ids is not None else "all sites")
     pack = sources.packs.get(jurisdiction) if jurisdiction else None
-    title = f"Winter monitoring report {season}: " + (pack.name if pack else scope)
     fallback = season_period(season, None, "UTC")
-    notes = []
-    if not rows:
-        notes.append("No site matches this report's scope.")
     return VillageReport(
-        title=title,
+        title=f"Winter monitoring report {season}: " + (pack.name if pack else scope),
         scope=scope,
         season_label=fallback.label,
-        first_day=first_day or fallback.first_day,
-        last_day=last_day or fallback.last_day,
-        seasons=tuple(seasons.values()),
-        through=through or fallback.start,
+        first_day=spans.first_day or fallback.first_day,
+        last_day=spans.last_day or fallback.last_day,
+        seasons=tuple(spans.described.values()),
+        through=spans.through or fallback.start,
         generated_at=now,
         rows=tuple(rows),
-        totals=totals,
+        totals=_village_totals(rows),
         priority=priority,
-        weeks=week_rows,
-        notes=tuple(notes),
+        weeks=_week_rows(weeks),
+        notes=() if rows else ("No site matches this report's scope.",),
         timezone=_one_zone(sites),
         village=pack.name if pack else scope,
     )

@@ -135,6 +135,62 @@ def _line(
     )
 
 
+def _provision_line(
+    p: Penalty,
+    days: list[date],
+    months: Sequence[tuple[int, int]],
+    ladder: list[Penalty],
+    violations: int,
+) -> PenaltyLine:
+    """One provision applied to the sorted violation days (see :func:`estimate_penalties`)."""
+    rate = _range_text(p)
+    if p.per == "month":
+        names = ", ".join(_month_label(m) for m in months) or "none"
+        basis = f"{len(months)} month(s) with a violation day ({names}); {rate}"
+        return _line(p, len(months), basis, additive=True)
+    if p.per == "year":
+        years = sorted({d.year for d in days})
+        return _line(p, len(years), f"{len(years)} year(s); {rate}", additive=True)
+    if p.per == "day":
+        return _day_line(p, len(days), ladder, rate)
+    if p.after_violations is not None:
+        return _threshold_line(p, days, rate)
+    return _line(p, violations, f"{violations} violation finding(s); {rate}", additive=False)
+
+
+def _day_line(p: Penalty, n: int, ladder: list[Penalty], rate: str) -> PenaltyLine:
+    if len(ladder) > 1 and p is ladder[0]:
+        count = min(n, 1)
+        basis = f"first violation day (first offense); {rate}"
+    elif len(ladder) > 1:
+        later = ladder.index(p) == len(ladder) - 1
+        count = max(n - 1, 0) if later else 0
+        basis = f"{count} further violation day(s), each a separate offense; {rate}"
+    else:
+        count = n
+        basis = f"{n} violation day(s), each day a separate offense; {rate}"
+    return _line(p, count, basis, additive=True)
+
+
+def _threshold_line(p: Penalty, days: list[date], rate: str) -> PenaltyLine:
+    assert p.after_violations is not None
+    threshold = int(p.after_violations.as_float)
+    window = int(p.within_days.as_float) if p.within_days is not None else 365
+    count = most_within(days, window)
+    reached = count >= threshold
+    # L.L. 6-2024 penalties B: "a fine ... or imprisonment ... or by both such
+    # fine and imprisonment": keep the "or both" (review §7).
+    jail = f" or up to {p.jail_days.as_float:g} days in jail, or both" if p.jail_days else ""
+    if reached:
+        basis = (
+            f"{count} violation days within {window} days reach the threshold of "
+            f"{threshold}: if convicted, {rate}{jail}"
+        )
+    else:
+        basis = f"{count} of {threshold} violations within {window} days: not reached"
+    return _line(p, count, basis, additive=False, amounts=reached)
+
+
 def estimate_penalties(
     pack: RulePack | None, violation_days: Iterable[date], violations: int
 ) -> PenaltyEstimate:
@@ -157,58 +213,15 @@ def estimate_penalties(
     months = _months(days)
     if pack is None:
         return PenaltyEstimate((), 0.0, 0.0, len(days), (), DISCLAIMER)
-    lines: list[PenaltyLine] = []
     ladder = [p for p in pack.penalties if p.per == "day"]
-    n = len(days)
-    for p in pack.penalties:
-        rate = _range_text(p)
-        if p.per == "month":
-            names = ", ".join(_month_label(m) for m in months) or "none"
-            basis = f"{len(months)} month(s) with a violation day ({names}); {rate}"
-            lines.append(_line(p, len(months), basis, additive=True))
-        elif p.per == "year":
-            years = sorted({d.year for d in days})
-            lines.append(_line(p, len(years), f"{len(years)} year(s); {rate}", additive=True))
-        elif p.per == "day":
-            if len(ladder) > 1 and p is ladder[0]:
-                count = min(n, 1)
-                basis = f"first violation day (first offense); {rate}"
-            elif len(ladder) > 1:
-                later = ladder.index(p) == len(ladder) - 1
-                count = max(n - 1, 0) if later else 0
-                basis = f"{count} further violation day(s), each a separate offense; {rate}"
-            else:
-                count = n
-                basis = f"{n} violation day(s), each day a separate offense; {rate}"
-            lines.append(_line(p, count, basis, additive=True))
-        elif p.after_violations is not None:
-            threshold = int(p.after_violations.as_float)
-            window = int(p.within_days.as_float) if p.within_days is not None else 365
-            count = most_within(days, window)
-            reached = count >= threshold
-            # L.L. 6-2024 penalties B: "a fine ... or imprisonment ... or by both such
-            # fine and imprisonment": keep the "or both" (review §7).
-            jail = (
-                f" or up to {p.jail_days.as_float:g} days in jail, or both" if p.jail_days else ""
-            )
-            if reached:
-                basis = (
-                    f"{count} violation days within {window} days reach the threshold of "
-                    f"{threshold}: if convicted, {rate}{jail}"
-                )
-            else:
-                basis = f"{count} of {threshold} violations within {window} days: not reached"
-            lines.append(_line(p, count, basis, additive=False, amounts=reached))
-        else:
-            basis = f"{violations} violation finding(s); {rate}"
-            lines.append(_line(p, violations, basis, additive=False))
+    lines = [_provision_line(p, days, months, ladder, violations) for p in pack.penalties]
     lo = sum(line.min_usd or 0.0 for line in lines if line.additive)
     hi = sum(line.max_usd or 0.0 for line in lines if line.additive)
     return PenaltyEstimate(
         lines=tuple(lines),
         min_usd=lo,
         max_usd=hi,
-        violation_days=n,
+        violation_days=len(days),
         violation_months=tuple(_month_label(m) for m in months),
         disclaimer=DISCLAIMER,
     )

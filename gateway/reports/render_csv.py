@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from gateway.reports.models import SiteReport, VillageReport
+from gateway.reports.models import DayStats, SiteReport, VillageReport
 from gateway.units import UnitSystem, convert
 
 #: Column-name suffixes of converted measurements, by unit system.
@@ -105,73 +105,76 @@ def _write(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-def site_csv(report: SiteReport, units: UnitSystem = "us") -> str:
-    """Daily rows of one property plus a TOTAL row, measurements in ``units``."""
-
+def _day_row(sid: str, d: DayStats, units: UnitSystem) -> list[Any]:
     def vol(litres: float) -> Any:
         return csv_value("volume", litres, units)
 
     def deg(celsius: float | None) -> Any:
         return csv_value("temperature", celsius, units)
 
+    return [
+        sid,
+        d.day.isoformat(),
+        d.hours,
+        d.covered_hours,
+        d.pump_cycles,
+        _r(d.pump_on_s / 3600, 3),
+        d.backup_pump_cycles,
+        vol(d.pit_volume_l),
+        vol(d.outlet_volume_l),
+        vol(d.grade_l),
+        vol(d.storm_l),
+        vol(d.sanitary_l),
+        d.unaccounted_hours,
+        deg(d.air_min_c),
+        deg(d.air_max_c),
+        deg(d.pipe_min_c),
+        d.freezing_hours,
+        d.freezing_risk_hours,
+        int(d.icing),
+        int(d.violation),
+        int(d.suspected),
+    ]
+
+
+def _total_row(report: SiteReport, units: UnitSystem) -> list[Any]:
+    def vol(litres: float) -> Any:
+        return csv_value("volume", litres, units)
+
+    def deg(values: list[float], pick: Callable[[list[float]], float]) -> Any:
+        return csv_value("temperature", pick(values), units) if values else ""
+
+    t, days = report.totals, report.days
+    return [
+        report.site.site_id,
+        "TOTAL",
+        sum(d.hours for d in days),
+        report.coverage.covered_hours,
+        t.pump_cycles,
+        _r(t.pump_on_h, 3),
+        sum(d.backup_pump_cycles for d in days),
+        vol(t.pit_volume_l),
+        vol(t.outlet_volume_l),
+        vol(t.grade_l),
+        vol(t.storm_l),
+        vol(t.sanitary_l),
+        sum(d.unaccounted_hours for d in days),
+        deg([d.air_min_c for d in days if d.air_min_c is not None], min),
+        deg([d.air_max_c for d in days if d.air_max_c is not None], max),
+        deg([d.pipe_min_c for d in days if d.pipe_min_c is not None], min),
+        t.freezing_hours,
+        t.freezing_risk_hours,
+        t.icing_days,
+        t.violation_days,
+        t.suspected_days,
+    ]
+
+
+def site_csv(report: SiteReport, units: UnitSystem = "us") -> str:
+    """Daily rows of one property plus a TOTAL row, measurements in ``units``."""
     sid = report.site.site_id
-    rows: list[list[Any]] = []
-    for d in report.days:
-        rows.append(
-            [
-                sid,
-                d.day.isoformat(),
-                d.hours,
-                d.covered_hours,
-                d.pump_cycles,
-                _r(d.pump_on_s / 3600, 3),
-                d.backup_pump_cycles,
-                vol(d.pit_volume_l),
-                vol(d.outlet_volume_l),
-                vol(d.grade_l),
-                vol(d.storm_l),
-                vol(d.sanitary_l),
-                d.unaccounted_hours,
-                deg(d.air_min_c),
-                deg(d.air_max_c),
-                deg(d.pipe_min_c),
-                d.freezing_hours,
-                d.freezing_risk_hours,
-                int(d.icing),
-                int(d.violation),
-                int(d.suspected),
-            ]
-        )
-    t = report.totals
-    days = report.days
-    airs_min = [d.air_min_c for d in days if d.air_min_c is not None]
-    airs_max = [d.air_max_c for d in days if d.air_max_c is not None]
-    pipes = [d.pipe_min_c for d in days if d.pipe_min_c is not None]
-    rows.append(
-        [
-            sid,
-            "TOTAL",
-            sum(d.hours for d in days),
-            report.coverage.covered_hours,
-            t.pump_cycles,
-            _r(t.pump_on_h, 3),
-            sum(d.backup_pump_cycles for d in days),
-            vol(t.pit_volume_l),
-            vol(t.outlet_volume_l),
-            vol(t.grade_l),
-            vol(t.storm_l),
-            vol(t.sanitary_l),
-            sum(d.unaccounted_hours for d in days),
-            deg(min(airs_min)) if airs_min else "",
-            deg(max(airs_max)) if airs_max else "",
-            deg(min(pipes)) if pipes else "",
-            t.freezing_hours,
-            t.freezing_risk_hours,
-            t.icing_days,
-            t.violation_days,
-            t.suspected_days,
-        ]
-    )
+    rows = [_day_row(sid, d, units) for d in report.days]
+    rows.append(_total_row(report, units))
     return _write(site_columns(units), rows)
 
 

@@ -227,40 +227,28 @@ def _statement(status: ComplianceStatus, label: str, body: list[Flowable]) -> Lo
     return table
 
 
-def site_pdf(
-    report: SiteReport, charts: dict[str, bytes] | None = None, units: UnitSystem = "us"
-) -> bytes:
-    """The property report as a PDF document, measurements in ``units``."""
-    charts = site_charts(report, units) if charts is None else charts
-    r, tz = report, report.site.timezone
-    lt = text.local_time
-    title = f"Winter monitoring report, season {r.period.label}"
-    story: list[Flowable] = [
-        Paragraph(escape(title), TITLE),
-        _p(f"{text.name_and_address(r.site.name, r.site.address)} (site {r.site.site_id})", SUB),
-        Spacer(1, 8),
-    ]
+def _site_facts(r: SiteReport, units: UnitSystem) -> Flowable:
+    tz = r.site.timezone
     season_cite = f" [{r.period.citations[0]}]" if r.period.citations else ""
-    story.append(
-        _facts(
-            [
-                ("Jurisdiction", r.site.pack_name),
-                ("Season", r.period.describe() + season_cite),
-                (
-                    "Data through",
-                    f"{lt(r.through, tz)} ({tz})" + ("" if r.is_final else ", season in progress"),
-                ),
-                (
-                    "Discharge registered to",
-                    text.DESTINATION_LABEL.get(r.site.destination, r.site.destination),
-                ),
-                ("Units", text.UNITS_LABEL[units]),
-            ]
-        )
+    through = f"{text.local_time(r.through, tz)} ({tz})"
+    return _facts(
+        [
+            ("Jurisdiction", r.site.pack_name),
+            ("Season", r.period.describe() + season_cite),
+            ("Data through", through + ("" if r.is_final else ", season in progress")),
+            (
+                "Discharge registered to",
+                text.DESTINATION_LABEL.get(r.site.destination, r.site.destination),
+            ),
+            ("Units", text.UNITS_LABEL[units]),
+        ]
     )
-    for note in r.notes:
-        story.append(_p(note, SMALL))
-    story.append(Spacer(1, 8))
+
+
+def _site_statement(r: SiteReport, units: UnitSystem) -> list[Flowable]:
+    """The compliance statement box (when shown), with the recommended first step."""
+    if not text.statement_shown(r.coverage.share, r.compliance.status):
+        return []
     body: list[Flowable] = [_p(text.statement(r.compliance, units))]
     if r.recommendation.value != "none":
         first_step = text.RECOMMENDATION_LABEL[r.recommendation]
@@ -268,18 +256,29 @@ def site_pdf(
         body.append(_p(f"Recommended first step for the village: {first_step}{why}"))
     if r.compliance.citations:
         body.append(_cites(r.compliance.citations))
+    return [_statement(r.compliance.status, text.STATUS_LABEL[r.compliance.status], body)]
+
+
+def site_pdf(
+    report: SiteReport, charts: dict[str, bytes] | None = None, units: UnitSystem = "us"
+) -> bytes:
+    """The property report as a PDF document, measurements in ``units``."""
+    charts = site_charts(report, units) if charts is None else charts
+    r, tz = report, report.site.timezone
+    title = f"Winter monitoring report, season {r.period.label}"
+    story: list[Flowable] = [
+        Paragraph(escape(title), TITLE),
+        _p(f"{text.name_and_address(r.site.name, r.site.address)} (site {r.site.site_id})", SUB),
+    ]
     if text.no_data(r.coverage.share):
         # Nothing was measured: say so first, before any fact or note (issue 20.9).
-        story.insert(
-            2,
+        story.append(
             _statement(
-                ComplianceStatus.INSUFFICIENT_DATA,
-                "Not enough data",
-                [_p(text.NO_DATA_TEXT)],
-            ),
+                ComplianceStatus.INSUFFICIENT_DATA, "Not enough data", [_p(text.NO_DATA_TEXT)]
+            )
         )
-    if text.statement_shown(r.coverage.share, r.compliance.status):
-        story.append(_statement(r.compliance.status, text.STATUS_LABEL[r.compliance.status], body))
+    story += [Spacer(1, 8), _site_facts(r, units), *(_p(note, SMALL) for note in r.notes)]
+    story += [Spacer(1, 8), *_site_statement(r, units)]
     for section in (
         _coverage_section,
         _volume_section,
@@ -616,14 +615,9 @@ def _suspected(r: SiteReport, tz: str) -> list[Flowable]:
     ]
 
 
-def village_pdf(
-    report: VillageReport, charts: dict[str, bytes] | None = None, units: UnitSystem = "us"
-) -> bytes:
-    """The village report as a PDF document, volumes in ``units``."""
-    charts = village_charts(report, units) if charts is None else charts
-    r = report
+def _village_head(r: VillageReport, units: UnitSystem) -> list[Flowable]:
     t = r.totals
-    story: list[Flowable] = [
+    return [
         Paragraph(escape(r.title), TITLE),
         _p(
             f"Village-wide winter monitoring report, {r.first_day.isoformat()} to "
@@ -641,11 +635,14 @@ def village_pdf(
         ),
         Spacer(1, 8),
         _cover(r),
+        *(_p(note, SMALL) for note in r.notes),
     ]
-    for note in r.notes:
-        story.append(_p(note, SMALL))
-    story += _section("1. Totals")
-    story.append(
+
+
+def _village_totals(r: VillageReport, units: UnitSystem) -> list[Flowable]:
+    t = r.totals
+    return [
+        *_section("1. Totals"),
         _table(
             ["Measure", "Value"],
             [
@@ -658,81 +655,89 @@ def village_pdf(
             ],
             [4.0, 2.0],
             numeric=[1],
-        )
-    )
-    story += _section("2. Sites that need an order or an inspection first")
+        ),
+    ]
+
+
+def _village_priority(r: VillageReport, units: UnitSystem) -> list[Flowable]:
+    story = _section("2. Sites that need an order or an inspection first")
     if not r.priority:
-        story.append(_p("None."))
-    else:
-        story.append(
-            _table(
-                ["#", "Site", "Address", "First step", "Why", "Sanitary (susp.)", "Viol. days"],
-                [
-                    [
-                        i,
-                        row.site_id,
-                        row.address or row.name,
-                        text.RECOMMENDATION_LABEL[row.recommendation],
-                        row.reason,
-                        text.volume(row.sanitary_l, units),
-                        row.violation_days,
-                    ]
-                    for i, row in enumerate(r.priority, 1)
-                ],
-                [0.3, 1.1, 1.5, 0.8, 2.0, 0.9, 0.6],
-                numeric=[0, 5, 6],
-            )
-        )
-    # The heading travels with its first chart: never alone at the foot of a page.
-    story.append(KeepTogether([*_section("3. Weekly charts"), *_chart(charts.get("volume"))]))
-    story += _chart(charts.get("issues"))
-    story += _section("4. Every site")
-    story.append(
-        _table(
-            [
-                "Site",
-                "Status",
-                "Cover.",
-                "At outlet",
-                "Sanitary (susp.)",
-                "Icing days",
-                "Viol. days",
-                "Audit fails",
-                "Alerts (unack.)",
-                "Estimate",
-            ],
-            [
-                [
-                    Paragraph(
-                        f"{escape(row.site_id)}<br/><font size=6>"
-                        f"{escape(row.address or row.name)}</font>",
-                        CELL,
-                    ),
-                    text.STATUS_LABEL[row.status],
-                    text.percent(row.coverage),
-                    text.volume(row.outlet_volume_l, units),
-                    text.volume(row.sanitary_l, units),
-                    row.icing_days,
-                    row.violation_days,
-                    row.audit_failures,
-                    f"{row.alerts} ({row.unacknowledged})",
-                    text.usd_range(row.estimate_min_usd, row.estimate_max_usd)
-                    if row.estimate_max_usd
-                    else "-",
-                ]
-                for row in r.rows
-            ],
-            [1.2, 0.9, 0.65, 0.8, 0.8, 0.5, 0.5, 0.5, 0.75, 0.8],
-            numeric=range(2, 10),
-        )
-    )
-    story.append(
+        return [*story, _p("None.")]
+    rows = [
+        [
+            i,
+            row.site_id,
+            row.address or row.name,
+            text.RECOMMENDATION_LABEL[row.recommendation],
+            row.reason,
+            text.volume(row.sanitary_l, units),
+            row.violation_days,
+        ]
+        for i, row in enumerate(r.priority, 1)
+    ]
+    head = ["#", "Site", "Address", "First step", "Why", "Sanitary (susp.)", "Viol. days"]
+    widths = [0.3, 1.1, 1.5, 0.8, 2.0, 0.9, 0.6]
+    return [*story, _table(head, rows, widths, numeric=[0, 5, 6])]
+
+
+_EVERY_SITE_HEAD = [
+    "Site",
+    "Status",
+    "Cover.",
+    "At outlet",
+    "Sanitary (susp.)",
+    "Icing days",
+    "Viol. days",
+    "Audit fails",
+    "Alerts (unack.)",
+    "Estimate",
+]
+
+
+def _every_site(r: VillageReport, units: UnitSystem) -> list[Flowable]:
+    rows = [
+        [
+            Paragraph(
+                f"{escape(row.site_id)}<br/><font size=6>{escape(row.address or row.name)}</font>",
+                CELL,
+            ),
+            text.STATUS_LABEL[row.status],
+            text.percent(row.coverage),
+            text.volume(row.outlet_volume_l, units),
+            text.volume(row.sanitary_l, units),
+            row.icing_days,
+            row.violation_days,
+            row.audit_failures,
+            f"{row.alerts} ({row.unacknowledged})",
+            text.usd_range(row.estimate_min_usd, row.estimate_max_usd)
+            if row.estimate_max_usd
+            else "-",
+        ]
+        for row in r.rows
+    ]
+    widths = [1.2, 0.9, 0.65, 0.8, 0.8, 0.5, 0.5, 0.5, 0.75, 0.8]
+    return [
+        *_section("4. Every site"),
+        _table(_EVERY_SITE_HEAD, rows, widths, numeric=range(2, 10)),
         _p(
             "Penalty estimates are not legal determinations; see each property's report for the "
             "provisions and their citations.",
             SMALL,
-        )
-    )
+        ),
+    ]
+
+
+def village_pdf(
+    report: VillageReport, charts: dict[str, bytes] | None = None, units: UnitSystem = "us"
+) -> bytes:
+    """The village report as a PDF document, volumes in ``units``."""
+    charts = village_charts(report, units) if charts is None else charts
+    r = report
+    story = _village_head(r, units) + _village_totals(r, units) + _village_priority(r, units)
+    # The heading travels with its first chart: never alone at the foot of a page.
+    story.append(KeepTogether([*_section("3. Weekly charts"), *_chart(charts.get("volume"))]))
+    story += _chart(charts.get("issues"))
+    story += _every_site(r, units)
     header = f"SumpWatch - {r.title}"
     return _build(story, r.title, header, r.generated_at, r.timezone)
 

@@ -255,6 +255,46 @@ async def _not_evaluated_spans(
     ]
 
 
+async def _range_rollups(
+    services: Services, site: SiteConfig, range_: Range, now: datetime
+) -> tuple[datetime, dict[str, list[Rollup]], Literal["hour", "day"]]:
+    """The range's start, its rollups by node and the cycle bars' bucket."""
+    if range_ == "24h":
+        start = now - timedelta(hours=24)
+        return start, await sources.minute_rollups(services, site, start, now), "hour"
+    start = now - timedelta(days=7) if range_ == "7d" else season_start(site, now, services)
+    rollups = await _hourly(services, site, start, now)
+    if range_ == "7d":  # a week of hourly bars (168) still reads
+        return start, rollups, "hour"
+    # A season is counted per day.
+    return start, {node: _local_days(rows, site) for node, rows in rollups.items()}, "day"
+
+
+def _line_chart(
+    kind: str,
+    lines: dict[str, list[Series]],
+    units: UnitSystem,
+    from_zero: bool = False,
+    marks: list[Mark] | None = None,
+) -> Chart:
+    return Chart(
+        unit=unit(kind, units),
+        series=lines.get(kind, []),
+        min_span=min_span(kind, units),
+        from_zero=from_zero,
+        marks=marks or [],
+    )
+
+
+def _level_marks(site: SiteConfig, units: UnitSystem) -> list[Mark]:
+    pit = site.pit
+    return [
+        Mark(label="Alarm", value=rounded("level", pit.alarm_cm, units) or 0),
+        Mark(label="Pump on", value=rounded("level", pit.pump_on_cm, units) or 0),
+        Mark(label="Pump off", value=rounded("level", pit.pump_off_cm, units) or 0),
+    ]
+
+
 async def charts_view(
     services: Services,
     site: SiteConfig,
@@ -264,30 +304,11 @@ async def charts_view(
 ) -> ChartsView:
     """Every chart of the dashboard for one range."""
     now = now or datetime.now(UTC)
-    if range_ == "24h":
-        start = now - timedelta(hours=24)
-        rollups = await sources.minute_rollups(services, site, start, now)
-        per: Literal["hour", "day"] = "hour"
-    else:
-        start = now - timedelta(days=7) if range_ == "7d" else season_start(site, now, services)
-        rollups = await _hourly(services, site, start, now)
-        # A week of hourly bars (168) still reads; a season is counted per day.
-        per = "hour" if range_ == "7d" else "day"
-        if range_ == "season":
-            rollups = {node: _local_days(rows, site) for node, rows in rollups.items()}
+    start, rollups, per = await _range_rollups(services, site, range_, now)
     lines = _series(rollups, site, units, with_max=range_ != "24h")
-    pit = site.pit
     charts = {
-        "level": Chart(
-            unit=unit("level", units),
-            series=lines.get("level", []),
-            min_span=min_span("level", units),
-            from_zero=True,
-            marks=[
-                Mark(label="Alarm", value=rounded("level", pit.alarm_cm, units) or 0),
-                Mark(label="Pump on", value=rounded("level", pit.pump_on_cm, units) or 0),
-                Mark(label="Pump off", value=rounded("level", pit.pump_off_cm, units) or 0),
-            ],
+        "level": _line_chart(
+            "level", lines, units, from_zero=True, marks=_level_marks(site, units)
         ),
         "cycles": Chart(
             unit="cycles",
@@ -297,23 +318,9 @@ async def charts_view(
             from_zero=True,
             integer=True,
         ),
-        "flow": Chart(
-            unit=unit("flow", units),
-            series=lines.get("flow", []),
-            min_span=min_span("flow", units),
-            from_zero=True,
-        ),
-        "pressure": Chart(
-            unit=unit("pressure", units),
-            series=lines.get("pressure", []),
-            min_span=min_span("pressure", units),
-            from_zero=True,
-        ),
-        "temperature": Chart(
-            unit=unit("temperature", units),
-            series=lines.get("temperature", []),
-            min_span=min_span("temperature", units),
-        ),
+        "flow": _line_chart("flow", lines, units, from_zero=True),
+        "pressure": _line_chart("pressure", lines, units, from_zero=True),
+        "temperature": _line_chart("temperature", lines, units),
     }
     return ChartsView(
         range=range_,

@@ -21,6 +21,10 @@ from gateway.domain import Audience, Citation, Finding, Reading, Severity, ordin
 from gateway.registry import SiteConfig
 from gateway.registry.models import DischargeDestination
 from gateway.rules.catalog import CATALOG
+from gateway.rules.detectors.pump_failure import PumpFailureDetector
+from gateway.rules.detectors.sanitary import SanitaryDischargeDetector
+from gateway.rules.detectors.silence import SensorSilenceDetector
+from gateway.rules.detectors.weather import FrozenLineDetector, IcingRiskDetector
 from gateway.rules.pack import RulePack
 from gateway.rules.verdict import Verdict, VerdictStatus
 from gateway.services import Services
@@ -28,9 +32,13 @@ from gateway.web import sources, wording
 from gateway.web.units import UnitSystem, fmt, unit
 
 State = Literal["ok", "attention", "problem", "unknown"]
-#: The detectors' rule for a pump that was called and did not start (by rule id:
-#: the pages only read its open finding).
-PUMP_FAILURE = "pump_failure"
+#: The rules the pages single out, by the detectors' own ids (the pages only read
+#: their findings; a renamed rule cannot silently drop out of a page).
+PUMP_FAILURE = PumpFailureDetector.rule_id
+SENSOR_SILENT = SensorSilenceDetector.rule_id
+SANITARY = SanitaryDischargeDetector.rule_id
+FROZEN_LINE = FrozenLineDetector.rule_id
+ICING = IcingRiskDetector.rule_id
 #: Outlet flow below this (L/min) is "no flow": sensor noise, drips.
 FLOWING_LPM = 0.5
 DESTINATIONS: dict[DischargeDestination | None, str] = {
@@ -206,7 +214,7 @@ def chart_url(site_id: str, at: datetime, now: datetime) -> str:
 
 def _alert_title(alert: Alert) -> str:
     """Sensor alerts name the sensor; the others keep the detector's title."""
-    if alert.rule_id == "sensor_silent":
+    if alert.rule_id == SENSOR_SILENT:
         named = wording.silent_sensors(alert.evidence)
         if named:
             return f"Not reporting: {named}"
@@ -358,7 +366,7 @@ def _destination(
         if item is not None:
             cites = [citation_view(c, pack) for c in item.citations]
             return status == "waived", item.message, cites
-    sanitary = [s for s in verdict.spells if s.rule_id == "sanitary_discharge"]
+    sanitary = [s for s in verdict.spells if s.rule_id == SANITARY]
     if any(s.status == "confirmed" for s in sanitary):
         spell = next(s for s in sanitary if s.status == "confirmed")
         return False, "Confirmed: " + spell.title, [citation_view(c, pack) for c in spell.citations]
@@ -384,19 +392,10 @@ def _destination(
     return True, f"Meets the requirements of {name} on where the water goes.", []
 
 
-def _status(
-    site: SiteConfig,
-    latest: dict[str, Reading],
-    findings: list[Finding],
-    alerts: list[Alert],
-    now: datetime,
-    silence_factor: float,
-    staff: bool = False,
-    suspected: frozenset[str] = frozenset(),
-    trend: str = "",
-) -> StatusView:
-    pit_node = site.node_of_kind(NodeKind.PIT)
-    pit = latest.get(pit_node.id) if pit_node else None
+def _reporting_status(
+    site: SiteConfig, latest: dict[str, Reading], now: datetime, silence_factor: float
+) -> StatusView | None:
+    """No readings at all, or a silent pit sensor: nothing else can be judged."""
     if not latest:
         return StatusView(
             state="unknown",
@@ -404,18 +403,27 @@ def _status(
             detail="Check that the sensors are plugged in and on Wi-Fi; readings show here "
             "within a minute of the first message.",
         )
-    if pit_node is not None and (
-        pit is None
-        or now - pit.received_at > sources.stale_after(site, pit_node.id, silence_factor)
+    pit_node = site.node_of_kind(NodeKind.PIT)
+    if pit_node is None:
+        return None
+    pit = latest.get(pit_node.id)
+    if pit is not None and now - pit.received_at <= sources.stale_after(
+        site, pit_node.id, silence_factor
     ):
-        since = f" since {sources.local_time(pit.ts, site, now)}" if pit else ""
-        return StatusView(
-            state="problem",
-            headline="The pit sensor is not reporting",
-            detail=f"No reading{since}. Check its power and Wi-Fi; until it reports we "
-            "cannot tell whether the pump works.",
-        )
-    level = pit.number("level_cm") if pit else None
+        return None
+    since = f" since {sources.local_time(pit.ts, site, now)}" if pit else ""
+    return StatusView(
+        state="problem",
+        headline="The pit sensor is not reporting",
+        detail=f"No reading{since}. Check its power and Wi-Fi; until it reports we "
+        "cannot tell whether the pump works.",
+    )
+
+
+def _pit_status(
+    site: SiteConfig, level: float | None, findings: list[Finding], trend: str
+) -> StatusView | None:
+    """Water in the pit that needs someone now: overflowing, a failed pump, high water."""
     rising = f"{trend}. " if trend else ""
     if is_overflowing(site, level):
         return StatusView(
@@ -438,6 +446,13 @@ def _status(
             headline="High water in the pit",
             detail=rising + CATALOG["high_water"].action,
         )
+    return None
+
+
+def _open_status(
+    findings: list[Finding], alerts: list[Alert], suspected: frozenset[str]
+) -> StatusView | None:
+    """The first critical, else the first warning, open alert or finding."""
     problems = [a for a in alerts if a.severity is Severity.CRITICAL] + [
         f for f in findings if f.severity is Severity.CRITICAL
     ]
@@ -451,6 +466,29 @@ def _status(
     ]
     if concerns:
         return StatusView(state="attention", headline=concerns[0].title, detail=concerns[0].action)
+    return None
+
+
+def _status(
+    site: SiteConfig,
+    latest: dict[str, Reading],
+    findings: list[Finding],
+    alerts: list[Alert],
+    now: datetime,
+    silence_factor: float,
+    staff: bool = False,
+    suspected: frozenset[str] = frozenset(),
+    trend: str = "",
+) -> StatusView:
+    silent = _reporting_status(site, latest, now, silence_factor)
+    if silent is not None:
+        return silent
+    pit_node = site.node_of_kind(NodeKind.PIT)
+    pit = latest.get(pit_node.id) if pit_node else None
+    level = pit.number("level_cm") if pit else None
+    found = _pit_status(site, level, findings, trend) or _open_status(findings, alerts, suspected)
+    if found is not None:
+        return found
     if staff:
         return StatusView(
             state="ok",
@@ -467,7 +505,7 @@ def _status(
 def _discharge(
     outlet: Reading | None, pit: Reading | None, findings: list[Finding], units: UnitSystem
 ) -> tuple[Literal["flowing", "idle", "frozen", "unknown"], str]:
-    if any(f.rule_id == "frozen_line" for f in findings):
+    if any(f.rule_id == FROZEN_LINE for f in findings):
         return "frozen", "Frozen: the pump pushes but no water reaches the outlet"
     if outlet is None:
         return "unknown", "No outlet sensor reading yet"
@@ -488,6 +526,149 @@ def _discharge(
 # ---------------------------------------------------------------------- builders
 
 
+def _compliance_items(
+    site: SiteConfig,
+    verdict: Verdict,
+    findings: list[Finding],
+    pack: RulePack | None,
+    units: UnitSystem,
+    now: datetime,
+) -> list[ComplianceItemView]:
+    """The verdict's finding spells, then its audit items, worded for the page."""
+    by_id = {f.id: f for f in findings}
+    spells = [
+        ComplianceItemView(
+            kind="finding",
+            status=spell.status,
+            message=spell.title
+            + ("" if spell.status != "suspected" else " (suspected: telemetry only)"),
+            action=by_id[spell.finding_id].action if spell.finding_id in by_id else "",
+            citations=[citation_view(c, pack) for c in spell.citations],
+            evidence=wording.evidence(spell.evidence, site, units),
+            chart_url=chart_url(site.id, spell.start, now),
+        )
+        for spell in verdict.spells
+    ]
+    return spells + [
+        ComplianceItemView(
+            kind="audit",
+            status="not recorded" if i.status == "unknown" else i.status,
+            message=i.message,
+            action=i.action,
+            citations=[citation_view(c, pack) for c in i.citations],
+        )
+        for i in verdict.audit
+    ]
+
+
+def _node_views(
+    site: SiteConfig, latest: dict[str, Reading], now: datetime, factor: float
+) -> list[NodeView]:
+    # One clock for "last seen" everywhere: when the gateway received the message.
+    out = []
+    for node in site.nodes:
+        last = latest.get(node.id)
+        stale_after = sources.stale_after(site, node.id, factor)
+        out.append(
+            NodeView(
+                id=node.id,
+                kind=node.kind.value,
+                kind_text=wording.NODE_KINDS.get(node.kind.value, "sensor").capitalize(),
+                last_seen_text=sources.ago(last.received_at, now) if last else "never",
+                last_seen_ms=int(last.received_at.timestamp() * 1000) if last else None,
+                reporting=last is not None and now - last.received_at <= stale_after,
+            )
+        )
+    return out
+
+
+async def _recent_pit_rows(
+    runtime: Services, site: SiteConfig, latest: dict[str, Reading], now: datetime
+) -> list[Reading]:
+    """The pit's last three hours of pump state and level (the trend, the last cycle)."""
+    pit_node = site.node_of_kind(NodeKind.PIT)
+    if pit_node is None or pit_node.id not in latest:
+        return []
+    return await sources.readings(
+        runtime,
+        site.id,
+        pit_node.id,
+        now - timedelta(hours=3),
+        now + timedelta(minutes=5),
+        fields=("pump_on", "level_cm"),
+    )
+
+
+async def _today(
+    runtime: Services, site: SiteConfig, latest: dict[str, Reading], now: datetime
+) -> tuple[int | None, float | None]:
+    """Pump cycles and pumped volume since local midnight (None before any reading)."""
+    if not latest:
+        return None, None
+    by_node = await sources.minute_rollups(runtime, site, sources.since_midnight(site, now), now)
+    cycles = sum(r.pump_cycles for rs in by_node.values() for r in rs)
+    return cycles, sum(r.pumped_volume_l for rs in by_node.values() for r in rs)
+
+
+def _pump_text(failed: bool, pump_on: object) -> str:
+    if failed:
+        return "Did not start"
+    return "—" if pump_on is None else ("Running" if pump_on else "Off")
+
+
+def _of_kind(site: SiteConfig, latest: dict[str, Reading], kind: NodeKind) -> Reading | None:
+    node = site.node_of_kind(kind)
+    return latest.get(node.id) if node else None
+
+
+def _identity(
+    site: SiteConfig,
+    pack: RulePack | None,
+    units: UnitSystem,
+    latest: dict[str, Reading],
+    now: datetime,
+    factor: float,
+) -> dict[str, Any]:
+    """The overview's header fields: which site, and how fresh its readings are."""
+    # One clock for "last seen" everywhere: when the gateway received the message.
+    newest = max((r.received_at for r in latest.values()), default=None)
+    return {
+        "site_id": site.id,
+        "name": site.name,
+        "address": site.address,
+        "timezone": site.timezone,
+        "jurisdiction": site.jurisdiction,
+        "jurisdiction_name": pack.name.split(":")[0] if pack else site.jurisdiction,
+        "units": units,
+        "updated_text": sources.local_time(now, site, now),
+        "has_data": bool(latest),
+        "last_reading_ms": int(newest.timestamp() * 1000) if newest else None,
+        "last_reading_text": sources.ago(newest, now) if newest else "never",
+        "stale_after_ms": int(_site_stale_after(site, factor).total_seconds() * 1000),
+        "now_ms": int(now.timestamp() * 1000),
+    }
+
+
+def _reading_texts(
+    site: SiteConfig, latest: dict[str, Reading], units: UnitSystem
+) -> dict[str, str]:
+    """The latest outlet, air and pit water readings, formatted ("—" when none)."""
+    outlet = _of_kind(site, latest, NodeKind.DISCHARGE)
+    air = _of_kind(site, latest, NodeKind.AIR)
+    pit = _of_kind(site, latest, NodeKind.PIT)
+
+    def shown(kind: str, reading: Reading | None, name: str) -> str:
+        return fmt(kind, reading.number(name) if reading else None, units)
+
+    return {
+        "flow_text": shown("flow", outlet, "flow_lpm"),
+        "pressure_text": shown("pressure", outlet, "pressure_kpa"),
+        "outlet_temp_text": shown("temperature", outlet, "pipe_temp_c"),
+        "outdoor_temp_text": shown("temperature", air, "air_temp_c"),
+        "pit_water_temp_text": shown("temperature", pit, "water_temp_c"),
+    }
+
+
 async def site_overview(
     runtime: Services,
     site: SiteConfig,
@@ -504,103 +685,24 @@ async def site_overview(
     verdict = await sources.verdict(runtime, site, now, findings)
     factor = runtime.settings.silence_factor
     staff = principal.is_staff
-
-    pit_node = site.node_of_kind(NodeKind.PIT)
-    out_node = site.node_of_kind(NodeKind.DISCHARGE)
-    air_node = site.node_of_kind(NodeKind.AIR)
-    pit = latest.get(pit_node.id) if pit_node else None
-    outlet = latest.get(out_node.id) if out_node else None
-    air = latest.get(air_node.id) if air_node else None
-
-    pit_rows: list[Reading] = []
-    if pit_node is not None and pit is not None:
-        pit_rows = await sources.readings(
-            runtime,
-            site.id,
-            pit_node.id,
-            now - timedelta(hours=3),
-            now + timedelta(minutes=5),
-            fields=("pump_on", "level_cm"),
-        )
-    cycles = volume = None
-    if latest:
-        by_node = await sources.minute_rollups(
-            runtime, site, sources.since_midnight(site, now), now
-        )
-        cycles = sum(r.pump_cycles for rs in by_node.values() for r in rs)
-        volume = sum(r.pumped_volume_l for rs in by_node.values() for r in rs)
-
+    pit = _of_kind(site, latest, NodeKind.PIT)
+    outlet = _of_kind(site, latest, NodeKind.DISCHARGE)
+    pit_rows = await _recent_pit_rows(runtime, site, latest, now)
+    cycles, volume = await _today(runtime, site, latest, now)
     pump_on = pit.values.get("pump_on") if pit else None
     level_now = pit.number("level_cm") if pit else None
     trend = trend_text(site, level_now, rise_rate(pit_rows, now), units)
-    pump_failed = any(f.rule_id == PUMP_FAILURE for f in findings)
     backup = pit.values.get("backup_pump_on") if pit else None
     state, discharge_text = _discharge(outlet, pit, findings, units)
     lawful, note, dest_cites = _destination(site, verdict, pack)
-    by_id = {f.id: f for f in findings}
-    compliance = [
-        ComplianceItemView(
-            kind="finding",
-            status=spell.status,
-            message=spell.title
-            + ("" if spell.status != "suspected" else " (suspected: telemetry only)"),
-            action=by_id[spell.finding_id].action if spell.finding_id in by_id else "",
-            citations=[citation_view(c, pack) for c in spell.citations],
-            evidence=wording.evidence(spell.evidence, site, units),
-            chart_url=chart_url(site.id, spell.start, now),
-        )
-        for spell in verdict.spells
-    ] + [
-        ComplianceItemView(
-            kind="audit",
-            status="not recorded" if i.status == "unknown" else i.status,
-            message=i.message,
-            action=i.action,
-            citations=[citation_view(c, pack) for c in i.citations],
-        )
-        for i in verdict.audit
-    ]
-    # One clock for "last seen" everywhere: when the gateway received the message.
-    newest = max((r.received_at for r in latest.values()), default=None)
-    nodes = []
-    for node in site.nodes:
-        last = latest.get(node.id)
-        reporting = last is not None and now - last.received_at <= sources.stale_after(
-            site, node.id, factor
-        )
-        nodes.append(
-            NodeView(
-                id=node.id,
-                kind=node.kind.value,
-                kind_text=wording.NODE_KINDS.get(node.kind.value, "sensor").capitalize(),
-                last_seen_text=sources.ago(last.received_at, now) if last else "never",
-                last_seen_ms=int(last.received_at.timestamp() * 1000) if last else None,
-                reporting=reporting,
-            )
-        )
     return SiteOverview(
-        site_id=site.id,
-        name=site.name,
-        address=site.address,
-        timezone=site.timezone,
-        jurisdiction=site.jurisdiction,
-        jurisdiction_name=pack.name.split(":")[0] if pack else site.jurisdiction,
-        units=units,
-        updated_text=sources.local_time(now, site, now),
-        has_data=bool(latest),
-        last_reading_ms=int(newest.timestamp() * 1000) if newest else None,
-        last_reading_text=sources.ago(newest, now) if newest else "never",
-        stale_after_ms=int(_site_stale_after(site, factor).total_seconds() * 1000),
-        now_ms=int(now.timestamp() * 1000),
+        **_identity(site, pack, units, latest, now, factor),
+        **_reading_texts(site, latest, units),
         status=_status(
             site, latest, findings, alerts, now, factor, staff, _suspected_rules(verdict), trend
         ),
         pit=_pit_view(site, level_now, units, rise_rate(pit_rows, now)),
-        pump_text="Did not start"
-        if pump_failed
-        else "—"
-        if pump_on is None
-        else ("Running" if pump_on else "Off"),
+        pump_text=_pump_text(any(f.rule_id == PUMP_FAILURE for f in findings), pump_on),
         pump_running=None if pump_on is None else bool(pump_on),
         backup_text=""
         if backup is None
@@ -610,13 +712,6 @@ async def site_overview(
         volume_today_text=fmt("volume", volume, units),
         discharge_state=state,
         discharge_text=discharge_text,
-        flow_text=fmt("flow", outlet.number("flow_lpm") if outlet else None, units),
-        pressure_text=fmt("pressure", outlet.number("pressure_kpa") if outlet else None, units),
-        outlet_temp_text=fmt(
-            "temperature", outlet.number("pipe_temp_c") if outlet else None, units
-        ),
-        outdoor_temp_text=fmt("temperature", air.number("air_temp_c") if air else None, units),
-        pit_water_temp_text=fmt("temperature", pit.number("water_temp_c") if pit else None, units),
         destination_text=DESTINATIONS[verdict_installation(site, now).destination],
         destination_lawful=lawful,
         destination_note=note,
@@ -629,8 +724,8 @@ async def site_overview(
         verdict_status=verdict.status.value,
         verdict_label=verdict.label,
         verdict_text=verdict.sentence("staff" if staff else "homeowner"),
-        compliance=compliance,
-        nodes=nodes,
+        compliance=_compliance_items(site, verdict, findings, pack, units, now),
+        nodes=_node_views(site, latest, now, factor),
     )
 
 
@@ -712,6 +807,78 @@ class ConsoleView(BaseModel):
     summary_text: str = ""
 
 
+class _Citations:
+    """:func:`citation_view` once per distinct citation: a village's 1,000 audits cite
+    the same few sections thousands of times (the views are only read)."""
+
+    def __init__(self, pack: RulePack | None) -> None:
+        self._pack = pack
+        self._seen: dict[Citation, CitationView] = {}
+
+    def __call__(self, c: Citation) -> CitationView:
+        view = self._seen.get(c)
+        if view is None:
+            view = self._seen[c] = citation_view(c, self._pack)
+        return view
+
+
+def _audit_rows(site: SiteConfig, verdict: Verdict, cite: _Citations) -> list[AuditRow]:
+    return [
+        AuditRow(
+            site_id=site.id,
+            site_name=site.name,
+            status="not recorded" if i.status == "unknown" else i.status,
+            message=i.message,
+            action=i.action,
+            citations=[cite(c) for c in i.citations],
+        )
+        for i in verdict.audit
+    ]
+
+
+def _console_row(
+    site: SiteConfig,
+    latest: dict[str, Reading],
+    site_findings: list[Finding],
+    site_alerts: list[Alert],
+    verdict: Verdict,
+    now: datetime,
+    factor: float,
+) -> ConsoleRow:
+    status = _status(
+        site, latest, site_findings, site_alerts, now, factor, True, _suspected_rules(verdict)
+    )
+    state = _VERDICT_STATE.get(verdict.status, status.state)
+    if _STATE_RANK[state] > _STATE_RANK[status.state]:
+        state = status.state
+    newest = max((r.received_at for r in latest.values()), default=None)
+    icing = next((f for f in site_findings if f.rule_id == ICING), None)
+    return ConsoleRow(
+        site_id=site.id,
+        name=site.name,
+        address=site.address,
+        status=state,
+        status_text=status.headline,
+        verdict_status=verdict.status.value,
+        verdict_label=verdict.label,
+        verdict_text=verdict.sentence("staff"),
+        open_findings=len(site_findings),
+        open_alerts=len(site_alerts),
+        last_seen_text=sources.ago(newest, now) if newest else "never",
+        last_seen_ms=int(newest.timestamp() * 1000) if newest else None,
+        icing_risk=(icing.level or icing.severity.value) if icing else "",
+        sanitary_suspected=any(f.rule_id == SANITARY for f in site_findings),
+        audit_fails=sum(1 for i in verdict.audit if i.status == "fail"),
+        lat=site.lat,
+        lon=site.lon,
+    )
+
+
+def _stale_after_ms(sites: Iterable[SiteConfig], factor: float) -> int:
+    longest = max((_site_stale_after(s, factor) for s in sites), default=timedelta(minutes=10))
+    return int(longest.total_seconds() * 1000)
+
+
 async def console_view(
     runtime: Services,
     jurisdiction: str,
@@ -729,6 +896,7 @@ async def console_view(
     factor = runtime.settings.silence_factor
     rows: list[ConsoleRow] = []
     audit_rows: list[AuditRow] = []
+    cite = _Citations(pack)
     # One store read for the whole village (1,000 sites), and each site's findings and
     # alerts picked by key rather than by scanning every list once per site.
     latest_of = await runtime.store.latest_of([s.id for s in sites])
@@ -736,61 +904,24 @@ async def console_view(
     alerts_of = _by_site(alerts)
     verdicts = await sources.verdicts(runtime, sites, now, findings)
     for site in sites:
-        latest: dict[str, Reading] = latest_of.get(site.id, {})
-        site_findings = findings_of.get(site.id, [])
-        site_alerts = alerts_of.get(site.id, [])
         verdict = verdicts[site.id]
-        status = _status(
-            site, latest, site_findings, site_alerts, now, factor, True, _suspected_rules(verdict)
-        )
-        items = list(verdict.audit)
-        state = _VERDICT_STATE.get(verdict.status, status.state)
-        if _STATE_RANK[state] > _STATE_RANK[status.state]:
-            state = status.state
-        audit_rows += [
-            AuditRow(
-                site_id=site.id,
-                site_name=site.name,
-                status="not recorded" if i.status == "unknown" else i.status,
-                message=i.message,
-                action=i.action,
-                citations=[citation_view(c, pack) for c in i.citations],
-            )
-            for i in items
-        ]
-        newest = max((r.received_at for r in latest.values()), default=None)
-        icing = next((f for f in site_findings if f.rule_id == "icing_risk"), None)
+        audit_rows += _audit_rows(site, verdict, cite)
         rows.append(
-            ConsoleRow(
-                site_id=site.id,
-                name=site.name,
-                address=site.address,
-                status=state,
-                status_text=status.headline,
-                verdict_status=verdict.status.value,
-                verdict_label=verdict.label,
-                verdict_text=verdict.sentence("staff"),
-                open_findings=len(site_findings),
-                open_alerts=len(site_alerts),
-                last_seen_text=sources.ago(newest, now) if newest else "never",
-                last_seen_ms=int(newest.timestamp() * 1000) if newest else None,
-                icing_risk=(icing.level or icing.severity.value) if icing else "",
-                sanitary_suspected=any(f.rule_id == "sanitary_discharge" for f in site_findings),
-                audit_fails=sum(1 for i in items if i.status == "fail"),
-                lat=site.lat,
-                lon=site.lon,
+            _console_row(
+                site,
+                latest_of.get(site.id, {}),
+                findings_of.get(site.id, []),
+                alerts_of.get(site.id, []),
+                verdict,
+                now,
+                factor,
             )
         )
     seen = [r.last_seen_ms for r in rows if r.last_seen_ms is not None]
     return ConsoleView(
         now_ms=int(now.timestamp() * 1000),
         newest_ms=max(seen) if seen else None,
-        stale_after_ms=int(
-            max(
-                (_site_stale_after(s, factor) for s in sites), default=timedelta(minutes=10)
-            ).total_seconds()
-            * 1000
-        ),
+        stale_after_ms=_stale_after_ms(sites, factor),
         summary_text=console_summary(rows),
         jurisdiction=jurisdiction,
         jurisdiction_name=pack.name.split(":")[0] if pack else jurisdiction,
