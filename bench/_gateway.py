@@ -25,14 +25,6 @@ from gateway.runtime import run_gateway  # noqa: E402
 from gateway.settings import Settings  # noqa: E402
 
 
-class ShardedSettings(Settings):
-    """Settings plus the two partition fields MqttSource reads (not yet in Settings)."""
-
-    mqtt_shard: int | None = None
-    mqtt_shards: int = 1
-    mqtt_partition_all_topics: bool = False
-
-
 def _write(path: Path, status: dict[str, object]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(status))
@@ -41,7 +33,7 @@ def _write(path: Path, status: dict[str, object]) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     """Wait for the go file (so several gateways start together), then run."""
-    settings = ShardedSettings(
+    settings = Settings(
         _env_file=None,
         data_dir=Path(args.data_dir),
         sites_file=Path(args.sites) if args.sites else Settings().sites_file,

@@ -111,9 +111,9 @@ class Runtime:
 def _own_sites(settings: Settings, registry: SiteRegistry) -> SiteRegistry:
     """The sites this gateway judges: all, or its partition's share when scaled out
     (else the detectors' silence check would flag every other gateway's sites)."""
-    if settings.mqtt_shard is None or settings.mqtt_shards <= 1:
+    if settings.mqtt.shard is None or settings.mqtt.shards <= 1:
         return registry
-    partition = SitePartition(settings.mqtt_shard, settings.mqtt_shards)
+    partition = SitePartition(settings.mqtt.shard, settings.mqtt.shards)
     return registry.subset(partition.owns_site)
 
 
@@ -158,9 +158,9 @@ async def _state_database(
 ) -> Database:
     """The state database: ``db`` itself, or PostgreSQL when ``state_url`` is set (the
     SQLite file then holds only the time-series store's tables)."""
-    if settings.state_url is None:
+    if settings.store.state_url is None:
         return db
-    state_db = state_database(settings.sqlite_file, settings.state_url)
+    state_db = state_database(settings.sqlite_file, settings.store.state_url)
     await state_db.open()
     stack.push_async_callback(state_db.close)
     log.info("state: in %s", state_db.label)
@@ -183,17 +183,17 @@ def _home_assistant(
 ) -> HomeAssistantBridge | None:
     """The Home Assistant discovery bridge, when the deployment turned it on, showing
     the findings open at start."""
-    if not settings.ha_discovery:
+    if not settings.ha.discovery:
         return None
     bridge = HomeAssistantBridge(
         registry,
-        host=settings.mqtt_host,
-        port=settings.mqtt_port,
+        host=settings.mqtt.host,
+        port=settings.mqtt.port,
         client_id=f"{gateway_client_id(settings)}-ha",
-        dashboard_url=settings.public_url or f"http://{settings.api_host}:{settings.api_port}",
-        prefix=settings.ha_discovery_prefix,
-        username=settings.mqtt_username,
-        password=settings.mqtt_password.get_secret_value() if settings.mqtt_password else None,
+        dashboard_url=settings.api.public_url or f"http://{settings.api.host}:{settings.api.port}",
+        prefix=settings.ha.discovery_prefix,
+        username=settings.mqtt.username,
+        password=settings.mqtt.password.get_secret_value() if settings.mqtt.password else None,
         tls_context=tls_context(settings),
     )
     bridge.restore((f.site_id, f.rule_id) for f in engine.open_findings())
@@ -208,11 +208,11 @@ async def _alert_publisher(
         return None
     return await stack.enter_async_context(
         MqttPublisher(
-            settings.mqtt_host,
-            settings.mqtt_port,
+            settings.mqtt.host,
+            settings.mqtt.port,
             client_id=f"{gateway_client_id(settings)}-alerts",
-            username=settings.mqtt_username,
-            password=settings.mqtt_password.get_secret_value() if settings.mqtt_password else None,
+            username=settings.mqtt.username,
+            password=settings.mqtt.password.get_secret_value() if settings.mqtt.password else None,
             tls_context=tls_context(settings),
         )
     )
@@ -361,8 +361,8 @@ async def _open_stores(settings: Settings, stack: contextlib.AsyncExitStack) -> 
     """Registry, packs, alert routing, the SQLite file, the state database, the amended
     registry and the time-series store, each closed by ``stack``."""
     file_registry, packs = _registry_and_packs(settings)
-    alerts_config = load_alerts_config(settings.alerts_file).with_secrets(
-        smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
+    alerts_config = load_alerts_config(settings.alerts.file).with_secrets(
+        smtp_password=settings.alerts.smtp_password, webhook_secret=settings.alerts.webhook_secret
     )
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: docs/security.md
     db = SqliteDatabase(settings.sqlite_file)
@@ -428,21 +428,21 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         await state.open()
         metrics = Metrics()
         validator = Validator(
-            max_future_skew_s=settings.max_future_skew_s,
-            max_age_s=settings.max_age_s,
+            max_future_skew_s=settings.validation.max_future_skew_s,
+            max_age_s=settings.validation.max_age_s,
             admission=Admission(
                 file_registry,  # nodes only: what cases amend does not matter here
-                open_enrolment=settings.open_enrolment,
-                rate_factor=settings.rate_limit_factor,
-                burst=settings.rate_limit_burst,
+                open_enrolment=settings.validation.open_enrolment,
+                rate_factor=settings.validation.rate_limit_factor,
+                burst=settings.validation.rate_limit_burst,
             ),
         )
         writer = BatchWriter(
             store,
             state,
             metrics,
-            batch_max=settings.batch_max,
-            interval_s=settings.batch_interval_s,
+            batch_max=settings.store.batch_max,
+            interval_s=settings.store.batch_interval_s,
             # `source` is bound below; the writer acks only after it is running.
             ack=lambda tokens: source.ack(tokens),  # noqa: PLW0108 (late binding, see above)
         )
@@ -456,7 +456,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         engine = RulesEngine(
             _own_sites(settings, registry),
             packs,
-            silence_factor=settings.silence_factor,
+            silence_factor=settings.detectors.silence_factor,
             on_not_evaluated=_not_evaluated_recorder(findings, metrics),
         )
         # Continue what was open before a restart instead of raising it again.
@@ -504,7 +504,9 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                 tg.create_task(alerts.run(), name="alert-delivery"),
                 # Per gateway, even with others: each rolls up the minutes it wrote
                 # (their dirty marks are in its own SQLite file).
-                tg.create_task(refresh_forever(store, settings.rollup_interval_s), name="rollups"),
+                tg.create_task(
+                    refresh_forever(store, settings.store.rollup_interval_s), name="rollups"
+                ),
                 tg.create_task(source.run(), name="mqtt-source"),
                 # Due and overdue case deadlines become public-works alerts (issue 16);
                 # on one gateway at a time when several share the state.
@@ -517,7 +519,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             ]
             if ha is not None:
                 tasks.append(tg.create_task(ha.run(), name="home-assistant"))
-            if settings.report_schedule:
+            if settings.reports.schedule:
                 tasks.append(
                     tg.create_task(
                         run_exclusively(
@@ -549,8 +551,8 @@ async def run_until_signalled(settings: Settings, *, standby: bool = False) -> N
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    if settings.state_url is not None:
-        shards = range(settings.mqtt_shards) if standby else [settings.mqtt_shard or 0]
+    if settings.store.state_url is not None:
+        shards = range(settings.mqtt.shards) if standby else [settings.mqtt.shard or 0]
         await run_shard_leases(settings, list(shards), stop)
         return
     if standby:
@@ -564,7 +566,7 @@ def shard_client_id(settings: Settings, shard: int) -> str:
     """A shard's MQTT client id, the same whichever gateway holds the shard: a standby
     that takes it over resumes its persistent session and drains the queue the broker
     kept for it."""
-    return f"{settings.mqtt_client_id or 'sumpwatch'}-shard-{shard}"
+    return f"{settings.mqtt.client_id or 'sumpwatch'}-shard-{shard}"
 
 
 @dataclass(frozen=True)
@@ -585,17 +587,17 @@ async def run_shard_leases(
     (``sumpwatch gateway --no-api``: its own shard; ``--standby``: any). A shard is
     run by whoever holds its lease, as the gateway of that shard (its client id);
     when the lease is lost the gateway stops and this one waits for a lease again."""
-    if settings.state_url is None:
+    if settings.store.state_url is None:
         raise ConfigError("shard leases live in PostgreSQL: set state_url")
-    url = settings.state_url.get_secret_value()
+    url = settings.store.state_url.get_secret_value()
     while not stop.is_set():
         for shard in shards:
             lock = AdvisoryLock(url, f"sumpwatch-shard:{shard}", lease_s=lease.lease_s)
             if not await lock.try_acquire():
                 continue
             log.info("shard %d: lease taken; running its gateway", shard)
-            mine = settings.model_copy(
-                update={"mqtt_shard": shard, "mqtt_client_id": shard_client_id(settings, shard)}
+            mine = settings.updated(
+                mqtt={"shard": shard, "client_id": shard_client_id(settings, shard)}
             )
             try:
                 await run_while_held(

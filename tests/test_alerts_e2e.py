@@ -72,7 +72,7 @@ async def test_a_failed_pump_in_simulated_telemetry_ends_in_one_high_water_email
             }
         )
     )
-    settings = settings.model_copy(update={"alerts_file": alerts_file})
+    settings = settings.updated(alerts={"file": alerts_file})
     with smtp_server(port) as smtp:
         async with run_gateway(settings) as runtime:
             await wait_connected(runtime)

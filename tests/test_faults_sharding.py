@@ -34,15 +34,6 @@ pytestmark = pytest.mark.integration
 SITES = [s.id for s in load_registry(DEMO_SITES)]
 
 
-class ShardedSettings(Settings):
-    """Settings with the two partition fields the source reads (see the report to
-    the lead: they belong in gateway/settings.py)."""
-
-    mqtt_shard: int | None = None
-    mqtt_shards: int = 1
-    mqtt_partition_all_topics: bool = False
-
-
 def site_stream(site: str, count: int = 16, high_from: int = 10) -> list[tuple[str, bytes]]:
     """A pit node's samples: normal, then above the high-water alarm (55 cm)."""
     start = datetime.now(UTC) - timedelta(seconds=count)
@@ -73,7 +64,7 @@ async def gateways(
     async with contextlib.AsyncExitStack() as stack:
         runtimes = []
         for i in range(count):
-            settings = ShardedSettings(
+            settings = Settings(
                 _env_file=None,
                 data_dir=tmp_path / f"gw{i}",
                 sites_file=DEMO_SITES,

@@ -211,7 +211,7 @@ async def test_a_silent_node_turns_the_sensor_offline_problem_sensor_on(
 ) -> None:
     # Demo nodes report every 5-30 s; at a silence factor of 1 a quiet node is noticed
     # at the next detector tick.
-    settings = _settings(tmp_path, mosquitto).model_copy(update={"silence_factor": 1.0})
+    settings = _settings(tmp_path, mosquitto).updated(detectors={"silence_factor": 1.0})
     async with run_gateway(settings) as runtime:
         await wait_until(lambda: _is_set(runtime.home_assistant.connected), 15)  # type: ignore[union-attr]
 

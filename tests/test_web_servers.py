@@ -58,7 +58,7 @@ async def _web_server(settings: Settings) -> AsyncIterator[str]:
 
     await wait_until(started, timeout=20)
     try:
-        yield f"http://127.0.0.1:{settings.api_port}"
+        yield f"http://127.0.0.1:{settings.api.port}"
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, timeout=15)
