@@ -361,8 +361,10 @@ async def _open_stores(settings: Settings, stack: contextlib.AsyncExitStack) -> 
     """Registry, packs, alert routing, the SQLite file, the state database, the amended
     registry and the time-series store, each closed by ``stack``."""
     file_registry, packs = _registry_and_packs(settings)
-    alerts_config = load_alerts_config(settings.alerts.file).with_secrets(
-        smtp_password=settings.alerts.smtp_password, webhook_secret=settings.alerts.webhook_secret
+    alerts_config = load_alerts_config(
+        settings.alerts.file,
+        smtp_password=settings.alerts.smtp_password,
+        webhook_secret=settings.alerts.webhook_secret,
     )
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: docs/security.md
     db = SqliteDatabase(settings.sqlite_file)

@@ -275,7 +275,7 @@ def nest_flat(values: dict[str, Any], *, env: bool = False) -> dict[str, Any]:
         if target is None:
             current = nested.get(name)
             both = isinstance(current, dict) and isinstance(value, dict)
-            nested[name] = merge_overrides(current, value) if both else value
+            nested[name] = merge_overrides(current, value) if both else value  # type: ignore[arg-type]
             continue
         section, key = target
         _warn_flat(name, section, key, env)
