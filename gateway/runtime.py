@@ -23,7 +23,7 @@ from gateway.domain import Finding, FindingEvent, NotEvaluated
 from gateway.errors import ConfigError, StoreError
 from gateway.homeassistant import HomeAssistantBridge
 from gateway.ingest import MqttSource
-from gateway.ingest.mqtt import SitePartition, gateway_client_id, tls_context
+from gateway.ingest.mqtt import SitePartition, gateway_client_id
 from gateway.metrics import Metrics
 from gateway.pipeline import FindingSink, Pipeline
 from gateway.registry import SiteRegistry, load_registry
@@ -187,14 +187,9 @@ def _home_assistant(
         return None
     bridge = HomeAssistantBridge(
         registry,
-        host=settings.mqtt.host,
-        port=settings.mqtt.port,
-        client_id=f"{gateway_client_id(settings)}-ha",
+        connection=settings.mqtt.connection(f"{gateway_client_id(settings)}-ha"),
         dashboard_url=settings.api.public_url or f"http://{settings.api.host}:{settings.api.port}",
         prefix=settings.ha.discovery_prefix,
-        username=settings.mqtt.username,
-        password=settings.mqtt.password.get_secret_value() if settings.mqtt.password else None,
-        tls_context=tls_context(settings),
     )
     bridge.restore((f.site_id, f.rule_id) for f in engine.open_findings())
     return bridge
@@ -207,14 +202,7 @@ async def _alert_publisher(
     if not enabled:
         return None
     return await stack.enter_async_context(
-        MqttPublisher(
-            settings.mqtt.host,
-            settings.mqtt.port,
-            client_id=f"{gateway_client_id(settings)}-alerts",
-            username=settings.mqtt.username,
-            password=settings.mqtt.password.get_secret_value() if settings.mqtt.password else None,
-            tls_context=tls_context(settings),
-        )
+        MqttPublisher(settings.mqtt.connection(f"{gateway_client_id(settings)}-alerts"))
     )
 
 

@@ -26,6 +26,7 @@ from pydantic_settings import (
 
 from gateway.contract import DEFAULT_MAX_FUTURE_SKEW_S
 from gateway.examples import EXAMPLE_SITES
+from gateway.mqttconn import MqttConnection
 from gateway.tomlfile import read_toml
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -56,7 +57,7 @@ class MqttSettings(Section):
         description="Fixed: the session is persistent (default: generated once, kept in "
         "<data_dir>/mqtt-client-id)",
     )
-    keepalive_s: int = Field(60, ge=5, description="Broker declares us gone after 1.5x this")
+    keepalive_s: int = Field(30, ge=5, description="Broker declares us gone after 1.5x this")
     session_expiry_s: int = Field(7 * 86400, description="Broker keeps our queue this long")
     receive_maximum: int = Field(
         20000, description="Unacknowledged QoS 1 messages the broker may send us at once"
@@ -77,6 +78,23 @@ class MqttSettings(Section):
     partition_all_topics: bool = Field(
         False, description="Partition by reading every topic (covers sites not registered)"
     )
+
+    def connection(self, client_id: str, *, persistent: bool = False) -> MqttConnection:
+        """The connection parameters of one client of ours; ``persistent``: the broker
+        keeps its session (and queue) ``session_expiry_s`` while it is away."""
+        return MqttConnection(
+            host=self.host,
+            port=self.port,
+            client_id=client_id,
+            username=self.username,
+            password=self.password.get_secret_value() if self.password else None,
+            protocol=self.protocol,
+            tls=self.tls,
+            ca_file=self.ca_file,
+            keepalive_s=self.keepalive_s,
+            session_expiry_s=self.session_expiry_s if persistent else None,
+            receive_maximum=self.receive_maximum if persistent else None,
+        )
 
 
 class StoreSettings(Section):

@@ -27,33 +27,35 @@ import hmac
 import logging
 import random
 import secrets
-import ssl
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import aiomqtt
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from gateway.contract import SUBSCRIPTIONS, TOPIC_ROOT
 from gateway.domain import RawMessage
 from gateway.errors import ConfigError
 from gateway.ingest._paho_fastpath import FastPath, PlainPath, Publish, enable_manual_ack
+from gateway.mqttconn import MqttWill, aiomqtt_client
 from gateway.registry import load_registry
 from gateway.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-def tls_context(settings: Settings) -> ssl.SSLContext | None:
-    """The TLS context of the gateway's MQTT connections (None without TLS)."""
-    if not settings.mqtt.tls:
-        return None
-    cafile = str(settings.mqtt.ca_file) if settings.mqtt.ca_file else None
-    return ssl.create_default_context(cafile=cafile)
+GATEWAY_AVAILABILITY_TOPIC = TOPIC_ROOT + "/gateway/{client_id}/availability"
+"""Retained ``online`` / ``offline`` (the will) of one gateway. Five levels ending in
+``availability``: no node filter (``+/+/status``, ``+/+/telemetry``) matches it."""
+AVAILABILITY_ONLINE = b"online"
+AVAILABILITY_OFFLINE = b"offline"
+
+
+def availability_topic(client_id: str) -> str:
+    """The availability topic of the gateway with MQTT client id ``client_id``."""
+    return GATEWAY_AVAILABILITY_TOPIC.format(client_id=client_id)
 
 
 def _deliver(
@@ -207,35 +209,17 @@ class MqttSource:
         self.last_error: str | None = None
 
     def _make_client(self) -> aiomqtt.Client:
-        s = self._settings
-        common = {
-            "identifier": gateway_client_id(s),
-            "username": s.mqtt.username,
-            "password": s.mqtt.password.get_secret_value() if s.mqtt.password else None,
-            "tls_context": tls_context(s),
-            "keepalive": 30,
-        }
-        if s.mqtt.protocol == "3.1.1":
-            # No session expiry or receive maximum in 3.1.1: clean_session=False
-            # keeps the session until the broker's persistent_client_expiration.
-            return aiomqtt.Client(
-                s.mqtt.host,
-                s.mqtt.port,
-                protocol=aiomqtt.ProtocolVersion.V311,
-                clean_session=False,
-                **common,  # type: ignore[arg-type]
-            )
-        props = Properties(PacketTypes.CONNECT)
-        props.SessionExpiryInterval = s.mqtt.session_expiry_s
-        props.ReceiveMaximum = min(s.mqtt.receive_maximum, 65535)
-        return aiomqtt.Client(
-            s.mqtt.host,
-            s.mqtt.port,
-            protocol=aiomqtt.ProtocolVersion.V5,
-            clean_start=False,
-            properties=props,
-            **common,  # type: ignore[arg-type]
+        client_id = gateway_client_id(self._settings)
+        conn = self._settings.mqtt.connection(client_id, persistent=True)
+        return aiomqtt_client(
+            conn.replace(will=MqttWill(availability_topic(client_id), AVAILABILITY_OFFLINE))
         )
+
+    async def _announce(self, client: aiomqtt.Client) -> None:
+        """The birth message: retained, so a late subscriber sees we are up (the will
+        replaces it with ``offline`` if we vanish)."""
+        topic = availability_topic(gateway_client_id(self._settings))
+        await client.publish(topic, AVAILABILITY_ONLINE, qos=1, retain=True)
 
     def _topics(self) -> list[str]:
         if self.partition is not None:
@@ -278,6 +262,7 @@ class MqttSource:
                             await client.subscribe([(t, SubscribeOptions(qos=1)) for t in chunk])
                         else:  # 3.1.1 (the demo's amqtt fallback) takes plain QoS levels
                             await client.subscribe([(t, 1) for t in chunk])
+                    await self._announce(client)
                     self._set_connected(True)
                     delay = 0.5
                     log.info("subscribed to %d filters, e.g. %s", len(topics), topics[:2])
