@@ -17,7 +17,6 @@ import contextlib
 import multiprocessing as mp
 import random
 import secrets
-import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+from paho.mqtt.enums import MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.reasoncodes import ReasonCode
 
 from firmware_sim.engine import Message, Simulation
 from gateway.contract import STATUS_OFFLINE, STATUS_ONLINE, status_topic, telemetry_topic
 from gateway.errors import BrokerError, ConfigError
+from gateway.mqttconn import MqttConnection, MqttWill, paho_client
 from gateway.tomlfile import read_toml
 
 KEEPALIVE_S = 60
@@ -75,17 +75,33 @@ def load_credentials(path: Path) -> dict[str, tuple[str, str | None]]:
     return out
 
 
-def _configure(client: mqtt.Client, opts: BrokerOptions, site_id: str, node_id: str) -> None:
+def _client(
+    opts: BrokerOptions,
+    site_id: str,
+    node_id: str,
+    client_id: str,
+    protocol: MQTTProtocolVersion,
+    will: MqttWill | None = None,
+) -> mqtt.Client:
+    """A paho client of one node, built by the kernel's one MQTT client factory."""
     username, password = opts.login(site_id, node_id)
-    if username is not None:
-        client.username_pw_set(username, password)
-    if opts.tls:
-        client.tls_set(
-            ca_certs=str(opts.ca_file) if opts.ca_file else None, cert_reqs=ssl.CERT_REQUIRED
-        )
+    conn = MqttConnection(
+        host=opts.host,
+        port=opts.port,
+        client_id=client_id,
+        username=username,
+        password=password,
+        protocol="5" if protocol == mqtt.MQTTv5 else "3.1.1",
+        tls=opts.tls,
+        ca_file=opts.ca_file,
+        keepalive_s=KEEPALIVE_S,
+        will=will,
+    )
+    client = paho_client(conn)
     client.reconnect_delay_set(RECONNECT_MIN_S, RECONNECT_MAX_S)
     client.max_inflight_messages_set(MAX_INFLIGHT)
     client.max_queued_messages_set(0)
+    return client
 
 
 def probe_protocol(opts: BrokerOptions, site_id: str, node_id: str) -> MQTTProtocolVersion:
@@ -94,12 +110,9 @@ def probe_protocol(opts: BrokerOptions, site_id: str, node_id: str) -> MQTTProto
     for protocol in (mqtt.MQTTv5, mqtt.MQTTv311):
         accepted = threading.Event()
         answered = threading.Event()
-        client = mqtt.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=f"sim-probe-{random.getrandbits(32):08x}",
-            protocol=protocol,
+        client = _client(
+            opts, site_id, node_id, f"sim-probe-{random.getrandbits(32):08x}", protocol
         )
-        _configure(client, opts, site_id, node_id)
 
         def on_connect(
             _c: mqtt.Client,
@@ -156,14 +169,11 @@ class NodeClient:
         self.status_topic = status_topic(site_id, node_id)
         self.connected = threading.Event()
         self.disconnected = threading.Event()
-        self.client = mqtt.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=f"sim-{site_id}-{node_id}-{tag}",
-            protocol=protocol,
+        will = MqttWill(self.status_topic, STATUS_OFFLINE)
+        self.client = _client(
+            opts, site_id, node_id, f"sim-{site_id}-{node_id}-{tag}", protocol, will
         )
         self.v5 = protocol == mqtt.MQTTv5
-        self.client.will_set(self.status_topic, STATUS_OFFLINE, qos=1, retain=True)
-        _configure(self.client, opts, site_id, node_id)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self._opts = opts
@@ -428,10 +438,8 @@ def _load_worker(
     clients = []
     try:
         for k in range(4):
-            client = mqtt.Client(
-                CallbackAPIVersion.VERSION2, client_id=f"sim-load-{index}-{k}-{boot}"
-            )
-            _configure(client, opts, f"load-{index}", str(k))
+            client_id = f"sim-load-{index}-{k}-{boot}"
+            client = _client(opts, f"load-{index}", str(k), client_id, mqtt.MQTTv311)
             client.on_publish = on_publish
             client.connect(opts.host, opts.port, keepalive=KEEPALIVE_S)
             client.loop_start()

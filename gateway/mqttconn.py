@@ -27,7 +27,7 @@ class MqttWill:
     """The message the broker publishes for us when we vanish without DISCONNECT."""
 
     topic: str
-    payload: bytes
+    payload: bytes | str
     qos: int = 1
     retain: bool = True
 
