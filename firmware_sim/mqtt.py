@@ -280,14 +280,49 @@ def publish_simulation(
     Telemetry up to ``skip_before_s`` is simulated but not sent (history the
     gateway already holds from an earlier run).
     """
-    tag = f"{random.getrandbits(32):08x}"
-    boot_field = b'"boot":"'
     # A seeded scenario draws the same boot ids on every run, and seq restarts at 0:
     # a rerun would repeat (boot, seq) identities the gateway already stored. A real
     # node draws a new boot id at each power-up, so each process start (each "power
     # up" of the simulated fleet) prefixes every boot id with its own random salt.
     # Only what goes to the broker changes; ``--out`` without a broker keeps its bytes.
-    booted = boot_field + secrets.token_hex(3).encode()
+    booted = _BOOT_FIELD + secrets.token_hex(3).encode()
+    clients = _connect_fleet(sim, opts, connect_timeout_s)
+    wall0 = time.monotonic()
+    paced_from = wall0 if due_at is None else wall0 - (time.time() - due_at)
+    published = 0
+    pending: list[tuple[NodeClient, mqtt.MQTTMessageInfo]] = []
+    try:
+        for msg in _from(sim, skip_before_s):
+            if speed > 0 and _stopped_before(paced_from + (msg.t_s - lead_s) / speed, stop):
+                break
+            if stop is not None and stop.is_set():
+                break
+            payload = msg.payload.replace(_BOOT_FIELD, booted, 1)
+            if on_message is not None:
+                on_message(msg.topic, payload)
+            client = clients[(msg.site_id, msg.node_id)]
+            if msg.retain:
+                _availability(client, msg)
+                continue
+            pending.append((client, _send(client, msg.topic, payload, stop)))
+            published += 1
+            if len(pending) >= 5000:
+                pending = [(c, p) for c, p in pending if not _acked(p)]
+        _flush(pending)
+    finally:
+        for c in clients.values():
+            c.stop()
+    return PublishStats(published, sim.elapsed_s, time.monotonic() - wall0)
+
+
+_BOOT_FIELD = b'"boot":"'
+
+
+def _connect_fleet(
+    sim: Simulation, opts: BrokerOptions, timeout_s: float
+) -> dict[tuple[str, str], NodeClient]:
+    """One connected client per node of the simulation, by (site, node)."""
+    tag = f"{random.getrandbits(32):08x}"
     first = sim.homes[0].spec
     protocol = opts.protocol or probe_protocol(opts, first.site_id, first.nodes[0].node_id)
     clients: dict[tuple[str, str], NodeClient] = {}
@@ -298,58 +333,54 @@ def publish_simulation(
             )
     for c in clients.values():
         c.start()
-    deadline = time.monotonic() + connect_timeout_s
+    deadline = time.monotonic() + timeout_s
     for c in clients.values():
         if not c.connected.wait(max(0.0, deadline - time.monotonic())):
             for other in clients.values():
                 other.client.loop_stop()
             raise BrokerError(f"cannot connect to MQTT broker {opts.host}:{opts.port}")
-    wall0 = time.monotonic()
-    paced_from = wall0 if due_at is None else wall0 - (time.time() - due_at)
-    published = 0
-    pending: list[tuple[NodeClient, mqtt.MQTTMessageInfo]] = []
-    try:
-        for msg in _from(sim, skip_before_s):
-            if stop is not None and stop.is_set():
-                break
-            if speed > 0:
-                delay = paced_from + (msg.t_s - lead_s) / speed - time.monotonic()
-                if delay > 0:
-                    if stop is None:
-                        time.sleep(delay)
-                    elif stop.wait(delay):
-                        break
-            payload = msg.payload.replace(boot_field, booted, 1)
-            if on_message is not None:
-                on_message(msg.topic, payload)
-            client = clients[(msg.site_id, msg.node_id)]
-            if msg.retain:
-                # Availability is the broker's job: silence publishes the will,
-                # reconnecting publishes "online" from on_connect.
-                if msg.payload == STATUS_OFFLINE.encode():
-                    client.go_silent()
-                elif msg.t_s > 0:
-                    client.come_back()
-                continue
-            # During a broker outage the node buffers: wait for paho's reconnection
-            # (backoff 1-60 s) rather than hand it a message it cannot send.
-            while not client.connected.wait(0.5):
-                if stop is not None and stop.is_set():
-                    break
-            pending.append((client, client.publish(msg.topic, payload)))
-            published += 1
-            if len(pending) >= 5000:
-                pending = [(c, p) for c, p in pending if not _acked(p)]
-        for sender, info in pending:
-            # A node that went silent lost what it had in flight, like a real one.
-            if not sender.silent and not _acked(info):
-                # RuntimeError: the connection dropped under it; paho resends on reconnect.
-                with contextlib.suppress(RuntimeError, ValueError):
-                    info.wait_for_publish(timeout=10)
-    finally:
-        for c in clients.values():
-            c.stop()
-    return PublishStats(published, sim.elapsed_s, time.monotonic() - wall0)
+    return clients
+
+
+def _stopped_before(due: float, stop: threading.Event | None) -> bool:
+    """Wait until ``due`` (``time.monotonic()``); True when ``stop`` was set meanwhile."""
+    delay = due - time.monotonic()
+    if delay <= 0:
+        return False
+    if stop is None:
+        time.sleep(delay)
+        return False
+    return stop.wait(delay)
+
+
+def _availability(client: NodeClient, msg: Message) -> None:
+    """Availability is the broker's job: silence publishes the will, reconnecting
+    publishes "online" from on_connect."""
+    if msg.payload == STATUS_OFFLINE.encode():
+        client.go_silent()
+    elif msg.t_s > 0:
+        client.come_back()
+
+
+def _send(
+    client: NodeClient, topic: str, payload: bytes, stop: threading.Event | None
+) -> mqtt.MQTTMessageInfo:
+    # During a broker outage the node buffers: wait for paho's reconnection
+    # (backoff 1-60 s) rather than hand it a message it cannot send.
+    while not client.connected.wait(0.5):
+        if stop is not None and stop.is_set():
+            break
+    return client.publish(topic, payload)
+
+
+def _flush(pending: list[tuple[NodeClient, mqtt.MQTTMessageInfo]]) -> None:
+    """Wait for what is still in flight."""
+    for sender, info in pending:
+        # A node that went silent lost what it had in flight, like a real one.
+        if not sender.silent and not _acked(info):
+            # RuntimeError: the connection dropped under it; paho resends on reconnect.
+            with contextlib.suppress(RuntimeError, ValueError):
+                info.wait_for_publish(timeout=10)
 
 
 # -- load mode ---------------------------------------------------------------------------
