@@ -297,9 +297,9 @@ def nest_flat(values: dict[str, Any], *, env: bool = False) -> dict[str, Any]:
             continue
         section, key = target
         _warn_flat(name, section, key, env)
-        current = nested.setdefault(section, {})
-        if isinstance(current, dict):
-            current.setdefault(key, value)
+        current = nested.get(section, {})
+        if isinstance(current, dict):  # a copy: the caller's dict stays as it was
+            nested[section] = {key: value, **current}
     return nested
 
 

@@ -68,14 +68,16 @@ async def gateways(
                 _env_file=None,
                 data_dir=tmp_path / f"gw{i}",
                 sites_file=DEMO_SITES,
-                mqtt_host=mosquitto.host,
-                mqtt_port=mosquitto.port,
-                mqtt_client_id=f"gw{i}-{uuid.uuid4().hex[:6]}",
-                batch_interval_s=0.02,
-                mqtt_shared_group="gateways" if shared else None,
-                mqtt_shard=None if shared else i,
-                mqtt_shards=1 if shared else count,
-                mqtt_partition_all_topics=all_topics,
+                mqtt={
+                    "host": mosquitto.host,
+                    "port": mosquitto.port,
+                    "client_id": f"gw{i}-{uuid.uuid4().hex[:6]}",
+                    "shared_group": "gateways" if shared else None,
+                    "shard": None if shared else i,
+                    "shards": 1 if shared else count,
+                    "partition_all_topics": all_topics,
+                },
+                store={"batch_interval_s": 0.02},
             )
             runtime = await stack.enter_async_context(run_gateway(settings))
             await wait_connected(runtime)

@@ -52,16 +52,14 @@ def retained(broker: BrokerProcess, pattern: str, settle_s: float = 1.0) -> dict
 
 def _settings(tmp_path: Path, broker: BrokerProcess, sites: Path = DEMO_SITES) -> Settings:
     return Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         data_dir=tmp_path / "data",
         sites_file=sites,
-        mqtt_host=broker.host,
-        mqtt_port=broker.port,
-        mqtt_client_id=f"gw-ha-{time.time_ns()}",
-        batch_interval_s=0.02,
-        report_schedule=False,
-        ha_discovery=True,
-        public_url="http://sump.village.example",
+        mqtt={"host": broker.host, "port": broker.port, "client_id": f"gw-ha-{time.time_ns()}"},
+        store={"batch_interval_s": 0.02},
+        reports={"schedule": False},
+        ha={"discovery": True},
+        api={"public_url": "http://sump.village.example"},
     )
 
 
