@@ -37,13 +37,15 @@ async def main(args: argparse.Namespace) -> None:
         _env_file=None,
         data_dir=Path(args.data_dir),
         sites_file=Path(args.sites) if args.sites else Settings().sites_file,
-        mqtt_host="127.0.0.1",
-        mqtt_port=args.port,
-        mqtt_client_id=args.client_id,
-        mqtt_shared_group=args.group,
-        mqtt_shard=args.shard,
-        mqtt_shards=args.shards,
-        mqtt_partition_all_topics=args.all_topics,
+        mqtt={
+            "host": "127.0.0.1",
+            "port": args.port,
+            "client_id": args.client_id,
+            "shared_group": args.group,
+            "shard": args.shard,
+            "shards": args.shards,
+            "partition_all_topics": args.all_topics,
+        },
     )
     status = Path(args.status)
     stop = asyncio.Event()
