@@ -11,6 +11,7 @@ DeprecationWarning; :data:`FLAT_NAMES` maps them. See docs/configuration.md.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -280,7 +281,19 @@ FLAT_NAMES: dict[str, tuple[str, str]] = _flat_names()
 def _warn_flat(flat: str, section: str, key: str, env: bool) -> None:
     old = f"{ENV_PREFIX}{flat.upper()}" if env else flat
     new = f"{ENV_PREFIX}{section.upper()}__{key.upper()}" if env else f"{section}.{key}"
-    warnings.warn(f"setting {old} is deprecated; use {new}", DeprecationWarning, stacklevel=6)
+    message = f"setting {old} is deprecated; use {new}"
+    warnings.warn(message, DeprecationWarning, stacklevel=_callers_level())
+
+
+def _callers_level() -> int:
+    """The stack level of the first frame outside this module and pydantic: the
+    warning then names the line that used the old name."""
+    frame, level = sys._getframe(2), 2  # noqa: SLF001 (the caller of _warn_flat; cheap)
+    while frame.f_back is not None and (
+        frame.f_code.co_filename == __file__ or "pydantic" in frame.f_code.co_filename
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def nest_flat(values: dict[str, Any], *, env: bool = False) -> dict[str, Any]:
