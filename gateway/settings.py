@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
+    DotEnvSettingsSource,
     EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
@@ -317,14 +319,19 @@ def nest_flat(values: dict[str, Any], *, env: bool = False) -> dict[str, Any]:
 
 
 class _LegacyEnvSource(PydanticBaseSettingsSource):
-    """``SUMPWATCH_MQTT_HOST`` and the other flat variables of the last release."""
+    """``SUMPWATCH_MQTT_HOST`` and the other flat variables of the last release, in
+    ``variables`` (the environment, or a ``.env`` file's)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], variables: Mapping[str, str]) -> None:
+        super().__init__(settings_cls)
+        self._variables = variables
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False  # __call__ reads the whole environment at once
 
     def __call__(self) -> dict[str, Any]:
         found: dict[str, Any] = {}
-        environ = {k.upper(): v for k, v in os.environ.items()}
+        environ = {k.upper(): v for k, v in self._variables.items()}
         for flat in FLAT_NAMES:
             value = environ.get(f"{ENV_PREFIX}{flat.upper()}")
             if value is not None and flat != "store":
@@ -353,6 +360,13 @@ class _EnvSource(EnvSettingsSource):
             if isinstance(store, dict):
                 store.setdefault("backend", backend)
         return data
+
+
+def _dotenv_variables(source: PydanticBaseSettingsSource) -> Mapping[str, str]:
+    """What the ``.env`` file set (none when it is off: ``_env_file=None``)."""
+    if isinstance(source, DotEnvSettingsSource):
+        return {k: v for k, v in source.env_vars.items() if v is not None}
+    return {}
 
 
 def _json_or_raw(value: str) -> Any:
@@ -404,8 +418,9 @@ class Settings(BaseSettings):
         return (
             init_settings,
             _EnvSource(settings_cls),
-            _LegacyEnvSource(settings_cls),
+            _LegacyEnvSource(settings_cls, os.environ),
             dotenv_settings,
+            _LegacyEnvSource(settings_cls, _dotenv_variables(dotenv_settings)),
             file_secret_settings,
         )
 

@@ -111,3 +111,14 @@ def test_updated_validates_and_keeps_the_other_keys_of_a_section() -> None:
     assert (moved.mqtt.host, moved.mqtt.port) == ("broker.example", 1884)
     with pytest.raises(ValidationError):
         base.updated(mqtt={"port": "not-a-port"})
+
+
+def test_a_flat_variable_in_a_dotenv_file_still_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("SUMPWATCH_MQTT_HOST=dotenv.example\n")
+    monkeypatch.delenv("SUMPWATCH_MQTT_HOST", raising=False)
+    with pytest.warns(DeprecationWarning, match="SUMPWATCH_MQTT__HOST"):
+        settings = Settings(_env_file=dotenv)  # type: ignore[call-arg]
+    assert settings.mqtt.host == "dotenv.example"
