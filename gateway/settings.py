@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
-    DotEnvSettingsSource,
     EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
@@ -362,13 +361,6 @@ class _EnvSource(EnvSettingsSource):
         return data
 
 
-def _dotenv_variables(source: PydanticBaseSettingsSource) -> Mapping[str, str]:
-    """What the ``.env`` file set (none when it is off: ``_env_file=None``)."""
-    if isinstance(source, DotEnvSettingsSource):
-        return {k: v for k, v in source.env_vars.items() if v is not None}
-    return {}
-
-
 def _json_or_raw(value: str) -> Any:
     import json
 
@@ -420,7 +412,6 @@ class Settings(BaseSettings):
             _EnvSource(settings_cls),
             _LegacyEnvSource(settings_cls, os.environ),
             dotenv_settings,
-            _LegacyEnvSource(settings_cls, _dotenv_variables(dotenv_settings)),
             file_secret_settings,
         )
 
