@@ -1,14 +1,13 @@
 """The alert routing file (``deploy/alerts.example.toml``): pydantic at the config edge.
 
 Credentials never come from the file: ``smtp.password`` and ``webhook.secret`` are
-refused there and read from the environment (``SUMPWATCH_SMTP_PASSWORD``,
-``SUMPWATCH_WEBHOOK_SECRET`` by default) or passed in from Settings with
-:meth:`AlertsConfig.with_secrets`. See ``docs/alerts.md``.
+refused there and passed in from Settings' alerts section
+(``SUMPWATCH_ALERTS__SMTP_PASSWORD``, ``SUMPWATCH_ALERTS__WEBHOOK_SECRET``), which
+reads the environment; this module does not. See ``docs/alerts.md``.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from gateway.domain import Severity
 from gateway.errors import ConfigError
 from gateway.tomlfile import read_toml, validated
+
+# The variables the last release let the routing file rename. Settings reads them now
+# (deprecated flat names of alerts.smtp_password / alerts.webhook_secret), so the file
+# may still name them but not choose others.
+DEFAULT_SMTP_ENV = "SUMPWATCH_SMTP_PASSWORD"
+DEFAULT_WEBHOOK_ENV = "SUMPWATCH_WEBHOOK_SECRET"
 
 _CFG = ConfigDict(extra="forbid", frozen=True)
 
@@ -36,8 +41,10 @@ class SmtpConfig(BaseModel):
     )
     validate_certs: bool = True
     username: str | None = None
-    password: SecretStr | None = Field(None, description="Never in the file: from the env var")
-    password_env: str = "SUMPWATCH_SMTP_PASSWORD"
+    password: SecretStr | None = Field(None, description="Never in the file: from Settings")
+    password_env: str = Field(
+        DEFAULT_SMTP_ENV, description="Deprecated: only the default (Settings reads it) is allowed"
+    )
     sender: str = "SumpWatch <alerts@localhost>"
     timeout_s: float = Field(30.0, gt=0)
 
@@ -47,7 +54,9 @@ class WebhookConfig(BaseModel):
 
     model_config = _CFG
     secret: SecretStr | None = Field(None, description="HMAC key; never in the file")
-    secret_env: str = "SUMPWATCH_WEBHOOK_SECRET"
+    secret_env: str = Field(
+        DEFAULT_WEBHOOK_ENV, description="Deprecated: only the default (Settings reads it)"
+    )
     timeout_s: float = Field(10.0, gt=0)
 
 
@@ -155,25 +164,36 @@ def _secret(value: SecretStr | str) -> SecretStr:
     return value if isinstance(value, SecretStr) else SecretStr(value)
 
 
-def load_alerts_config(path: Path | None, env: dict[str, str] | None = None) -> AlertsConfig:
-    """Read the routing file (defaults when ``path`` is None) and take secrets from ``env``.
+def load_alerts_config(
+    path: Path | None,
+    *,
+    smtp_password: SecretStr | None = None,
+    webhook_secret: SecretStr | None = None,
+) -> AlertsConfig:
+    """Read the routing file (defaults when ``path`` is None) with the secrets given
+    (from Settings' alerts section).
 
-    ``env`` defaults to ``os.environ``. A password or secret written in the file is
-    refused: the file is meant to be committed and shared.
+    A password or secret written in the file is refused: the file is meant to be
+    committed and shared.
     """
-    environ = os.environ if env is None else env
     data: dict[str, Any] = {}
     if path is not None:
         data = read_toml(path, "alerts file")
-        for table, key in (("smtp", "password"), ("webhook", "secret")):
-            if key in data.get(table, {}):
-                raise ConfigError(
-                    f"alerts file {path}: [{table}].{key} must not be in the file; "
-                    f"set it in the environment ({table}.{key}_env names the variable)"
-                )
+        _refuse_secrets_in(data, path)
     config = validated(data, AlertsConfig, path or Path("(defaults)"), "alerts file")
-    smtp_env = config.smtp.password_env if config.smtp is not None else None
-    return config.with_secrets(
-        smtp_password=environ.get(smtp_env) if smtp_env else None,
-        webhook_secret=environ.get(config.webhook.secret_env),
-    )
+    return config.with_secrets(smtp_password=smtp_password, webhook_secret=webhook_secret)
+
+
+def _refuse_secrets_in(data: dict[str, Any], path: Path) -> None:
+    checks = (("smtp", "password", DEFAULT_SMTP_ENV), ("webhook", "secret", DEFAULT_WEBHOOK_ENV))
+    for table, key, default_env in checks:
+        if key in data.get(table, {}):
+            raise ConfigError(
+                f"alerts file {path}: [{table}].{key} must not be in the file; set "
+                f"SUMPWATCH_ALERTS__{table.upper()}_{key.upper()} in the environment"
+            )
+        if data.get(table, {}).get(f"{key}_env", default_env) != default_env:
+            raise ConfigError(
+                f"alerts file {path}: [{table}].{key}_env is no longer read; set "
+                f"SUMPWATCH_ALERTS__{table.upper()}_{key.upper()} in the environment"
+            )

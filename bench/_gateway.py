@@ -25,14 +25,6 @@ from gateway.runtime import run_gateway  # noqa: E402
 from gateway.settings import Settings  # noqa: E402
 
 
-class ShardedSettings(Settings):
-    """Settings plus the two partition fields MqttSource reads (not yet in Settings)."""
-
-    mqtt_shard: int | None = None
-    mqtt_shards: int = 1
-    mqtt_partition_all_topics: bool = False
-
-
 def _write(path: Path, status: dict[str, object]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(status))
@@ -41,17 +33,19 @@ def _write(path: Path, status: dict[str, object]) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     """Wait for the go file (so several gateways start together), then run."""
-    settings = ShardedSettings(
+    settings = Settings(
         _env_file=None,
         data_dir=Path(args.data_dir),
         sites_file=Path(args.sites) if args.sites else Settings().sites_file,
-        mqtt_host="127.0.0.1",
-        mqtt_port=args.port,
-        mqtt_client_id=args.client_id,
-        mqtt_shared_group=args.group,
-        mqtt_shard=args.shard,
-        mqtt_shards=args.shards,
-        mqtt_partition_all_topics=args.all_topics,
+        mqtt={
+            "host": "127.0.0.1",
+            "port": args.port,
+            "client_id": args.client_id,
+            "shared_group": args.group,
+            "shard": args.shard,
+            "shards": args.shards,
+            "partition_all_topics": args.all_topics,
+        },
     )
     status = Path(args.status)
     stop = asyncio.Event()

@@ -47,7 +47,7 @@ from _fleet import Node, fleet, percentile, print_facts, print_table
 from gateway.broker import BrokerProcess, start_broker
 from gateway.domain import FindingChange, FindingEvent, Reading
 from gateway.runtime import Runtime, run_gateway
-from gateway.settings import Settings
+from gateway.settings import Settings, merge_overrides
 
 TIMEOUT_S = 120.0
 OVERRIDES: dict[str, Any] = {}
@@ -98,18 +98,20 @@ def settings_for(broker: BrokerProcess, data_dir: Path, **overrides: Any) -> Set
     """Gateway settings on the bench broker, defaults otherwise."""
     values: dict[str, Any] = {
         "data_dir": data_dir,
-        "mqtt_host": broker.host,
-        "mqtt_port": broker.port,
-        "mqtt_client_id": f"bench-gw-{uuid.uuid4().hex[:6]}",
+        "mqtt": {
+            "host": broker.host,
+            "port": broker.port,
+            "client_id": f"bench-gw-{uuid.uuid4().hex[:6]}",
+        },
         "sites_file": SITES["file"],
         # The fleet stamps readings 100 us apart: a flood by the per-node rate limit.
         # A huge factor keeps its token bucket running (its cost is measured) while
         # it never refuses, so the bench measures the pipeline, not the limit.
-        "rate_limit_factor": 1e9,
-        **OVERRIDES,
-        **overrides,
+        "validation": {"rate_limit_factor": 1e9},
     }
-    return Settings(_env_file=None, **values)
+    return Settings(
+        _env_file=None, **merge_overrides(merge_overrides(values, OVERRIDES), overrides)
+    )
 
 
 def _sub_cmd(broker: BrokerProcess, *extra: str) -> list[str]:
@@ -290,9 +292,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="pyinstrument the drain phase")
     args = parser.parse_args()
     if args.receive_max:
-        OVERRIDES["mqtt_receive_maximum"] = args.receive_max
+        OVERRIDES["mqtt"] = {"receive_maximum": args.receive_max}
     if args.batch_max:
-        OVERRIDES["batch_max"] = args.batch_max
+        OVERRIDES["store"] = {"batch_max": args.batch_max}
     n = args.messages or (20_000 if args.quick else 100_000)
     seconds = args.seconds or (5.0 if args.quick else 15.0)
     per_node = n // args.nodes

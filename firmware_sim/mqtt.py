@@ -17,7 +17,6 @@ import contextlib
 import multiprocessing as mp
 import random
 import secrets
-import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+from paho.mqtt.enums import MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.reasoncodes import ReasonCode
 
 from firmware_sim.engine import Message, Simulation
 from gateway.contract import STATUS_OFFLINE, STATUS_ONLINE, status_topic, telemetry_topic
 from gateway.errors import BrokerError, ConfigError
+from gateway.mqttconn import MqttConnection, MqttWill, paho_client
 from gateway.tomlfile import read_toml
 
 KEEPALIVE_S = 60
@@ -75,17 +75,33 @@ def load_credentials(path: Path) -> dict[str, tuple[str, str | None]]:
     return out
 
 
-def _configure(client: mqtt.Client, opts: BrokerOptions, site_id: str, node_id: str) -> None:
+def _client(
+    opts: BrokerOptions,
+    site_id: str,
+    node_id: str,
+    client_id: str,
+    protocol: MQTTProtocolVersion,
+    will: MqttWill | None = None,
+) -> mqtt.Client:
+    """A paho client of one node, built by the kernel's one MQTT client factory."""
     username, password = opts.login(site_id, node_id)
-    if username is not None:
-        client.username_pw_set(username, password)
-    if opts.tls:
-        client.tls_set(
-            ca_certs=str(opts.ca_file) if opts.ca_file else None, cert_reqs=ssl.CERT_REQUIRED
-        )
+    conn = MqttConnection(
+        host=opts.host,
+        port=opts.port,
+        client_id=client_id,
+        username=username,
+        password=password,
+        protocol="5" if protocol == mqtt.MQTTv5 else "3.1.1",
+        tls=opts.tls,
+        ca_file=opts.ca_file,
+        keepalive_s=KEEPALIVE_S,
+        will=will,
+    )
+    client = paho_client(conn)
     client.reconnect_delay_set(RECONNECT_MIN_S, RECONNECT_MAX_S)
     client.max_inflight_messages_set(MAX_INFLIGHT)
     client.max_queued_messages_set(0)
+    return client
 
 
 def probe_protocol(opts: BrokerOptions, site_id: str, node_id: str) -> MQTTProtocolVersion:
@@ -94,12 +110,9 @@ def probe_protocol(opts: BrokerOptions, site_id: str, node_id: str) -> MQTTProto
     for protocol in (mqtt.MQTTv5, mqtt.MQTTv311):
         accepted = threading.Event()
         answered = threading.Event()
-        client = mqtt.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=f"sim-probe-{random.getrandbits(32):08x}",
-            protocol=protocol,
+        client = _client(
+            opts, site_id, node_id, f"sim-probe-{random.getrandbits(32):08x}", protocol
         )
-        _configure(client, opts, site_id, node_id)
 
         def on_connect(
             _c: mqtt.Client,
@@ -156,14 +169,11 @@ class NodeClient:
         self.status_topic = status_topic(site_id, node_id)
         self.connected = threading.Event()
         self.disconnected = threading.Event()
-        self.client = mqtt.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=f"sim-{site_id}-{node_id}-{tag}",
-            protocol=protocol,
+        will = MqttWill(self.status_topic, STATUS_OFFLINE)
+        self.client = _client(
+            opts, site_id, node_id, f"sim-{site_id}-{node_id}-{tag}", protocol, will
         )
         self.v5 = protocol == mqtt.MQTTv5
-        self.client.will_set(self.status_topic, STATUS_OFFLINE, qos=1, retain=True)
-        _configure(self.client, opts, site_id, node_id)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self._opts = opts
@@ -270,14 +280,49 @@ def publish_simulation(
     Telemetry up to ``skip_before_s`` is simulated but not sent (history the
     gateway already holds from an earlier run).
     """
-    tag = f"{random.getrandbits(32):08x}"
-    boot_field = b'"boot":"'
     # A seeded scenario draws the same boot ids on every run, and seq restarts at 0:
     # a rerun would repeat (boot, seq) identities the gateway already stored. A real
     # node draws a new boot id at each power-up, so each process start (each "power
     # up" of the simulated fleet) prefixes every boot id with its own random salt.
     # Only what goes to the broker changes; ``--out`` without a broker keeps its bytes.
-    booted = boot_field + secrets.token_hex(3).encode()
+    booted = _BOOT_FIELD + secrets.token_hex(3).encode()
+    clients = _connect_fleet(sim, opts, connect_timeout_s)
+    wall0 = time.monotonic()
+    paced_from = wall0 if due_at is None else wall0 - (time.time() - due_at)
+    published = 0
+    pending: list[tuple[NodeClient, mqtt.MQTTMessageInfo]] = []
+    try:
+        for msg in _from(sim, skip_before_s):
+            if speed > 0 and _stopped_before(paced_from + (msg.t_s - lead_s) / speed, stop):
+                break
+            if stop is not None and stop.is_set():
+                break
+            payload = msg.payload.replace(_BOOT_FIELD, booted, 1)
+            if on_message is not None:
+                on_message(msg.topic, payload)
+            client = clients[(msg.site_id, msg.node_id)]
+            if msg.retain:
+                _availability(client, msg)
+                continue
+            pending.append((client, _send(client, msg.topic, payload, stop)))
+            published += 1
+            if len(pending) >= 5000:
+                pending = [(c, p) for c, p in pending if not _acked(p)]
+        _flush(pending)
+    finally:
+        for c in clients.values():
+            c.stop()
+    return PublishStats(published, sim.elapsed_s, time.monotonic() - wall0)
+
+
+_BOOT_FIELD = b'"boot":"'
+
+
+def _connect_fleet(
+    sim: Simulation, opts: BrokerOptions, timeout_s: float
+) -> dict[tuple[str, str], NodeClient]:
+    """One connected client per node of the simulation, by (site, node)."""
+    tag = f"{random.getrandbits(32):08x}"
     first = sim.homes[0].spec
     protocol = opts.protocol or probe_protocol(opts, first.site_id, first.nodes[0].node_id)
     clients: dict[tuple[str, str], NodeClient] = {}
@@ -288,58 +333,54 @@ def publish_simulation(
             )
     for c in clients.values():
         c.start()
-    deadline = time.monotonic() + connect_timeout_s
+    deadline = time.monotonic() + timeout_s
     for c in clients.values():
         if not c.connected.wait(max(0.0, deadline - time.monotonic())):
             for other in clients.values():
                 other.client.loop_stop()
             raise BrokerError(f"cannot connect to MQTT broker {opts.host}:{opts.port}")
-    wall0 = time.monotonic()
-    paced_from = wall0 if due_at is None else wall0 - (time.time() - due_at)
-    published = 0
-    pending: list[tuple[NodeClient, mqtt.MQTTMessageInfo]] = []
-    try:
-        for msg in _from(sim, skip_before_s):
-            if stop is not None and stop.is_set():
-                break
-            if speed > 0:
-                delay = paced_from + (msg.t_s - lead_s) / speed - time.monotonic()
-                if delay > 0:
-                    if stop is None:
-                        time.sleep(delay)
-                    elif stop.wait(delay):
-                        break
-            payload = msg.payload.replace(boot_field, booted, 1)
-            if on_message is not None:
-                on_message(msg.topic, payload)
-            client = clients[(msg.site_id, msg.node_id)]
-            if msg.retain:
-                # Availability is the broker's job: silence publishes the will,
-                # reconnecting publishes "online" from on_connect.
-                if msg.payload == STATUS_OFFLINE.encode():
-                    client.go_silent()
-                elif msg.t_s > 0:
-                    client.come_back()
-                continue
-            # During a broker outage the node buffers: wait for paho's reconnection
-            # (backoff 1-60 s) rather than hand it a message it cannot send.
-            while not client.connected.wait(0.5):
-                if stop is not None and stop.is_set():
-                    break
-            pending.append((client, client.publish(msg.topic, payload)))
-            published += 1
-            if len(pending) >= 5000:
-                pending = [(c, p) for c, p in pending if not _acked(p)]
-        for sender, info in pending:
-            # A node that went silent lost what it had in flight, like a real one.
-            if not sender.silent and not _acked(info):
-                # RuntimeError: the connection dropped under it; paho resends on reconnect.
-                with contextlib.suppress(RuntimeError, ValueError):
-                    info.wait_for_publish(timeout=10)
-    finally:
-        for c in clients.values():
-            c.stop()
-    return PublishStats(published, sim.elapsed_s, time.monotonic() - wall0)
+    return clients
+
+
+def _stopped_before(due: float, stop: threading.Event | None) -> bool:
+    """Wait until ``due`` (``time.monotonic()``); True when ``stop`` was set meanwhile."""
+    delay = due - time.monotonic()
+    if delay <= 0:
+        return False
+    if stop is None:
+        time.sleep(delay)
+        return False
+    return stop.wait(delay)
+
+
+def _availability(client: NodeClient, msg: Message) -> None:
+    """Availability is the broker's job: silence publishes the will, reconnecting
+    publishes "online" from on_connect."""
+    if msg.payload == STATUS_OFFLINE.encode():
+        client.go_silent()
+    elif msg.t_s > 0:
+        client.come_back()
+
+
+def _send(
+    client: NodeClient, topic: str, payload: bytes, stop: threading.Event | None
+) -> mqtt.MQTTMessageInfo:
+    # During a broker outage the node buffers: wait for paho's reconnection
+    # (backoff 1-60 s) rather than hand it a message it cannot send.
+    while not client.connected.wait(0.5):
+        if stop is not None and stop.is_set():
+            break
+    return client.publish(topic, payload)
+
+
+def _flush(pending: list[tuple[NodeClient, mqtt.MQTTMessageInfo]]) -> None:
+    """Wait for what is still in flight."""
+    for sender, info in pending:
+        # A node that went silent lost what it had in flight, like a real one.
+        if not sender.silent and not _acked(info):
+            # RuntimeError: the connection dropped under it; paho resends on reconnect.
+            with contextlib.suppress(RuntimeError, ValueError):
+                info.wait_for_publish(timeout=10)
 
 
 # -- load mode ---------------------------------------------------------------------------
@@ -428,10 +469,8 @@ def _load_worker(
     clients = []
     try:
         for k in range(4):
-            client = mqtt.Client(
-                CallbackAPIVersion.VERSION2, client_id=f"sim-load-{index}-{k}-{boot}"
-            )
-            _configure(client, opts, f"load-{index}", str(k))
+            client_id = f"sim-load-{index}-{k}-{boot}"
+            client = _client(opts, f"load-{index}", str(k), client_id, mqtt.MQTTv311)
             client.on_publish = on_publish
             client.connect(opts.host, opts.port, keepalive=KEEPALIVE_S)
             client.loop_start()

@@ -67,13 +67,13 @@ def create_app(settings: Settings | None = None, *, ingest: bool = True) -> Fast
     app.include_router(case_routes.pages)
     app.add_exception_handler(RequestValidationError, validation_error)
     # Innermost of the middleware, so its 413 still gets the security headers.
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.api.max_body_bytes)
     # The console's street map loads its tiles from the configured tile server.
-    install_accounts(app, img_sources=(tile_origin(settings.map_tile_url),))
+    install_accounts(app, img_sources=(tile_origin(settings.map.tile_url),))
     install_web(app)
-    if settings.trusted_proxies:
+    if settings.api.trusted_proxies:
         # Outermost: the client address and scheme are the proxy's word from here on.
-        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.api.trusted_proxies)
     return app
 
 
@@ -83,12 +83,12 @@ def server_config(app: FastAPI, settings: Settings, log_level: str = "info") -> 
     uvicorn's own proxy-header handling is off: by default it believes
     ``X-Forwarded-For`` from 127.0.0.1, which would let any local client (or a proxy
     nobody declared) choose the address the login limiter counts. The app applies
-    ``settings.trusted_proxies`` itself (see :func:`create_app`).
+    ``settings.api.trusted_proxies`` itself (see :func:`create_app`).
     """
     return uvicorn.Config(
         app,
-        host=settings.api_host,
-        port=settings.api_port,
+        host=settings.api.host,
+        port=settings.api.port,
         log_level=log_level,
         lifespan="on",
         timeout_graceful_shutdown=10,

@@ -23,7 +23,13 @@ from gateway.provision import provision, provision_gateway, provision_homeassist
 from gateway.reports import cli as report_cli
 from gateway.reports.sources import ReportSources
 from gateway.rules import cli as rules_cli
-from gateway.settings import Settings, load_settings
+from gateway.settings import (
+    ApiSettings,
+    HomeAssistantSettings,
+    MqttSettings,
+    Settings,
+    load_settings,
+)
 from gateway.state.cli import db_app
 from gateway.validate import shape_only
 
@@ -107,17 +113,15 @@ def gateway(
     _logging(verbose)
     settings = load_settings(
         config,
-        mqtt_host=mqtt_host,
-        mqtt_port=mqtt_port,
+        mqtt={"host": mqtt_host, "port": mqtt_port},
         sites_file=sites,
         data_dir=data_dir,
-        api_port=api_port,
-        trusted_proxies=trusted_proxy or None,
+        api={"port": api_port, "trusted_proxies": trusted_proxy or None},
     )
     if no_api or standby:
         _ingest_only(settings, standby=standby)
         return
-    if settings.auth_enabled:
+    if settings.api.auth_enabled:
         try:
             resolve_secret_key(settings)
         except ConfigError as exc:
@@ -142,8 +146,10 @@ def api(
     from gateway.errors import ConfigError
 
     _logging(verbose)
-    settings = load_settings(config, api_port=api_port, trusted_proxies=trusted_proxy or None)
-    if settings.auth_enabled:
+    settings = load_settings(
+        config, api={"port": api_port, "trusted_proxies": trusted_proxy or None}
+    )
+    if settings.api.auth_enabled:
         try:
             resolve_secret_key(settings)
         except ConfigError as exc:
@@ -282,19 +288,23 @@ def demo(
     settings = Settings(
         data_dir=data_dir,
         sites_file=sites,
-        mqtt_host=broker.host,
-        mqtt_port=broker.port,
-        mqtt_protocol="5" if broker.protocol == "5" else "3.1.1",
-        api_port=api_port,
-        # mqtt_client_id unset: generated once and kept in the data dir, so a rerun
+        # mqtt.client_id unset: generated once and kept in the data dir, so a rerun
         # resumes the session the broker kept (and queued for) while it was down.
-        auth_enabled=True,
-        users_file=users,
-        # Kept in the data dir (mode 600): sessions and `sumpwatch user token` tokens
-        # made for this data dir keep working across restarts.
-        secret_key=ensure_key_file(data_dir),
-        ha_discovery=True,
-        public_url=f"http://127.0.0.1:{api_port}",
+        mqtt=MqttSettings(
+            host=broker.host,
+            port=broker.port,
+            protocol="5" if broker.protocol == "5" else "3.1.1",
+        ),
+        api=ApiSettings(
+            port=api_port,
+            auth_enabled=True,
+            users_file=users,
+            # Kept in the data dir (mode 600): sessions and `sumpwatch user token` tokens
+            # made for this data dir keep working across restarts.
+            secret_key=ensure_key_file(data_dir),
+            public_url=f"http://127.0.0.1:{api_port}",
+        ),
+        ha=HomeAssistantSettings(discovery=True),
     )
     _announce(broker, api_port, users)
     try:

@@ -23,7 +23,7 @@ from gateway.domain import Finding, FindingEvent, NotEvaluated
 from gateway.errors import ConfigError, StoreError
 from gateway.homeassistant import HomeAssistantBridge
 from gateway.ingest import MqttSource
-from gateway.ingest.mqtt import SitePartition, gateway_client_id, tls_context
+from gateway.ingest.mqtt import SitePartition, gateway_client_id
 from gateway.metrics import Metrics
 from gateway.pipeline import FindingSink, Pipeline
 from gateway.registry import SiteRegistry, load_registry
@@ -111,9 +111,9 @@ class Runtime:
 def _own_sites(settings: Settings, registry: SiteRegistry) -> SiteRegistry:
     """The sites this gateway judges: all, or its partition's share when scaled out
     (else the detectors' silence check would flag every other gateway's sites)."""
-    if settings.mqtt_shard is None or settings.mqtt_shards <= 1:
+    if settings.mqtt.shard is None or settings.mqtt.shards <= 1:
         return registry
-    partition = SitePartition(settings.mqtt_shard, settings.mqtt_shards)
+    partition = SitePartition(settings.mqtt.shard, settings.mqtt.shards)
     return registry.subset(partition.owns_site)
 
 
@@ -158,9 +158,9 @@ async def _state_database(
 ) -> Database:
     """The state database: ``db`` itself, or PostgreSQL when ``state_url`` is set (the
     SQLite file then holds only the time-series store's tables)."""
-    if settings.state_url is None:
+    if settings.store.state_url is None:
         return db
-    state_db = state_database(settings.sqlite_file, settings.state_url)
+    state_db = state_database(settings.sqlite_file, settings.store.state_url)
     await state_db.open()
     stack.push_async_callback(state_db.close)
     log.info("state: in %s", state_db.label)
@@ -183,18 +183,13 @@ def _home_assistant(
 ) -> HomeAssistantBridge | None:
     """The Home Assistant discovery bridge, when the deployment turned it on, showing
     the findings open at start."""
-    if not settings.ha_discovery:
+    if not settings.ha.discovery:
         return None
     bridge = HomeAssistantBridge(
         registry,
-        host=settings.mqtt_host,
-        port=settings.mqtt_port,
-        client_id=f"{gateway_client_id(settings)}-ha",
-        dashboard_url=settings.public_url or f"http://{settings.api_host}:{settings.api_port}",
-        prefix=settings.ha_discovery_prefix,
-        username=settings.mqtt_username,
-        password=settings.mqtt_password.get_secret_value() if settings.mqtt_password else None,
-        tls_context=tls_context(settings),
+        connection=settings.mqtt.connection(f"{gateway_client_id(settings)}-ha"),
+        dashboard_url=settings.api.public_url or f"http://{settings.api.host}:{settings.api.port}",
+        prefix=settings.ha.discovery_prefix,
     )
     bridge.restore((f.site_id, f.rule_id) for f in engine.open_findings())
     return bridge
@@ -207,14 +202,7 @@ async def _alert_publisher(
     if not enabled:
         return None
     return await stack.enter_async_context(
-        MqttPublisher(
-            settings.mqtt_host,
-            settings.mqtt_port,
-            client_id=f"{gateway_client_id(settings)}-alerts",
-            username=settings.mqtt_username,
-            password=settings.mqtt_password.get_secret_value() if settings.mqtt_password else None,
-            tls_context=tls_context(settings),
-        )
+        MqttPublisher(settings.mqtt.connection(f"{gateway_client_id(settings)}-alerts"))
     )
 
 
@@ -361,8 +349,10 @@ async def _open_stores(settings: Settings, stack: contextlib.AsyncExitStack) -> 
     """Registry, packs, alert routing, the SQLite file, the state database, the amended
     registry and the time-series store, each closed by ``stack``."""
     file_registry, packs = _registry_and_packs(settings)
-    alerts_config = load_alerts_config(settings.alerts_file).with_secrets(
-        smtp_password=settings.smtp_password, webhook_secret=settings.webhook_secret
+    alerts_config = load_alerts_config(
+        settings.alerts.file,
+        smtp_password=settings.alerts.smtp_password,
+        webhook_secret=settings.alerts.webhook_secret,
     )
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: docs/security.md
     db = SqliteDatabase(settings.sqlite_file)
@@ -416,127 +406,169 @@ async def report_sources(settings: Settings) -> AsyncIterator[ReportSources]:
         yield sources_from_services(web.services)
 
 
+def _validator(settings: Settings, file_registry: SiteRegistry) -> Validator:
+    """The validation stage, from the validation section."""
+    v = settings.validation
+    return Validator(
+        max_future_skew_s=v.max_future_skew_s,
+        max_age_s=v.max_age_s,
+        admission=Admission(
+            file_registry,  # nodes only: what cases amend does not matter here
+            open_enrolment=v.open_enrolment,
+            rate_factor=v.rate_limit_factor,
+            burst=v.rate_limit_burst,
+        ),
+    )
+
+
+async def _alerting(
+    settings: Settings, opened: _Opened, stack: contextlib.AsyncExitStack
+) -> AlertManager:
+    """The alert manager, open (closed by ``stack``), claiming as this gateway."""
+    config = opened.alerts_config
+    publisher = await _alert_publisher(settings, config.mqtt.enabled, stack)
+    alerts = _alert_manager(
+        opened.state_db, opened.registry, config, publisher, opened.packs, opened.cases
+    )
+    alerts.delivery.owner = gateway_client_id(settings)  # whose claims (shared outbox)
+    await alerts.open()
+    stack.push_async_callback(alerts.close)
+    return alerts
+
+
+async def _rules(
+    settings: Settings, opened: _Opened, metrics: Metrics
+) -> tuple[RulesEngine, FindingRepository]:
+    """The rules engine with the findings open before a restart restored."""
+    findings = FindingRepository(opened.state_db)
+    await findings.open()
+    engine = RulesEngine(
+        _own_sites(settings, opened.registry),
+        opened.packs,
+        silence_factor=settings.detectors.silence_factor,
+        on_not_evaluated=_not_evaluated_recorder(findings, metrics),
+    )
+    # Continue what was open before a restart instead of raising it again.
+    engine.restore(await findings.open_findings())
+    return engine, findings
+
+
+@dataclass(frozen=True)
+class _Assembled:
+    """A gateway's parts, wired but not yet running."""
+
+    runtime: Runtime
+    writer: BatchWriter
+    state_db: Database
+    cases: CaseService
+
+
+async def _assemble(settings: Settings, stack: contextlib.AsyncExitStack) -> _Assembled:
+    """Open the stores and wire every stage of a gateway (nothing runs yet)."""
+    opened = await _open_stores(settings, stack)
+    state = StateRepository(opened.state_db)
+    await state.open()
+    metrics = Metrics()
+    writer = BatchWriter(
+        opened.store,
+        state,
+        metrics,
+        batch_max=settings.store.batch_max,
+        interval_s=settings.store.batch_interval_s,
+        # `source` is bound below; the writer acks only after it is running.
+        ack=lambda tokens: source.ack(tokens),  # noqa: PLW0108 (late binding, see above)
+    )
+    alerts = await _alerting(settings, opened, stack)
+    engine, findings = await _rules(settings, opened, metrics)
+    cases = CaseService(opened.cases, opened.registry, opened.packs, findings=findings)
+    ha = _home_assistant(settings, opened.registry, engine)
+    sinks = _finding_sinks(findings, alerts, opened.store, state, opened.packs, opened.registry, ha)
+    sinks.append(cases.on_events)  # episodes gather into enforcement cases
+    pipeline = Pipeline(
+        _validator(settings, opened.file_registry),
+        writer,
+        metrics,
+        detectors=engine,
+        sinks=sinks,
+        observers=[ha.observe] if ha else [],
+    )
+
+    def on_connection(up: bool) -> None:
+        metrics.broker_connected = up
+
+    source = MqttSource(settings, pipeline.handle, on_connection=on_connection)
+    runtime = Runtime(
+        settings,
+        opened.registry,
+        opened.db,
+        opened.store,
+        state,
+        metrics,
+        pipeline,
+        source,
+        opened.packs,
+        engine,
+        findings,
+        alerts,
+        home_assistant=ha,
+        cases=cases,
+        state_db=None if opened.state_db is opened.db else opened.state_db,
+    )
+    return _Assembled(runtime, writer, opened.state_db, cases)
+
+
+def _start(tg: asyncio.TaskGroup, parts: _Assembled) -> list[asyncio.Task[Any]]:
+    """Every loop of a gateway, started in ``tg``; stopped in reverse order."""
+    runtime, state_db, settings = parts.runtime, parts.state_db, parts.runtime.settings
+    cases, alerts, pipeline = parts.cases, runtime.alerts, runtime.pipeline
+    tasks = [
+        tg.create_task(parts.writer.run(), name="writer"),
+        tg.create_task(pipeline.run_sinks(), name="finding-sinks"),
+        tg.create_task(pipeline.run_ticks(), name="detector-ticks"),
+        tg.create_task(alerts.run(), name="alert-delivery"),
+        # Per gateway, even with others: each rolls up the minutes it wrote
+        # (their dirty marks are in its own SQLite file).
+        tg.create_task(
+            refresh_forever(runtime.store, settings.store.rollup_interval_s), name="rollups"
+        ),
+        tg.create_task(runtime.source.run(), name="mqtt-source"),
+        # Due and overdue case deadlines become public-works alerts (issue 16);
+        # on one gateway at a time when several share the state.
+        tg.create_task(
+            run_exclusively(state_db, "case-deadlines", DeadlineWatch(cases, alerts.on_events).run),
+            name="case-deadlines",
+        ),
+    ]
+    if runtime.home_assistant is not None:
+        tasks.append(tg.create_task(runtime.home_assistant.run(), name="home-assistant"))
+    if settings.reports.schedule:
+
+        async def schedule() -> None:
+            sources = sources_from_services(runtime.services)
+            await run_report_schedule(sources, settings.reports_folder)
+
+        tasks.append(
+            tg.create_task(
+                run_exclusively(state_db, "report-schedule", schedule), name="report-schedule"
+            )
+        )
+    return tasks
+
+
 @contextlib.asynccontextmanager
 async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
     """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
     async with contextlib.AsyncExitStack() as stack:
-        opened = await _open_stores(settings, stack)
-        packs, db, state_db, store = opened.packs, opened.db, opened.state_db, opened.store
-        registry, case_repo, alerts_config = opened.registry, opened.cases, opened.alerts_config
-        file_registry = opened.file_registry
-        state = StateRepository(state_db)
-        await state.open()
-        metrics = Metrics()
-        validator = Validator(
-            max_future_skew_s=settings.max_future_skew_s,
-            max_age_s=settings.max_age_s,
-            admission=Admission(
-                file_registry,  # nodes only: what cases amend does not matter here
-                open_enrolment=settings.open_enrolment,
-                rate_factor=settings.rate_limit_factor,
-                burst=settings.rate_limit_burst,
-            ),
-        )
-        writer = BatchWriter(
-            store,
-            state,
-            metrics,
-            batch_max=settings.batch_max,
-            interval_s=settings.batch_interval_s,
-            # `source` is bound below; the writer acks only after it is running.
-            ack=lambda tokens: source.ack(tokens),  # noqa: PLW0108 (late binding, see above)
-        )
-        publisher = await _alert_publisher(settings, alerts_config.mqtt.enabled, stack)
-        alerts = _alert_manager(state_db, registry, alerts_config, publisher, packs, case_repo)
-        alerts.delivery.owner = gateway_client_id(settings)  # whose claims (shared outbox)
-        await alerts.open()
-        stack.push_async_callback(alerts.close)
-        findings = FindingRepository(state_db)
-        await findings.open()
-        engine = RulesEngine(
-            _own_sites(settings, registry),
-            packs,
-            silence_factor=settings.silence_factor,
-            on_not_evaluated=_not_evaluated_recorder(findings, metrics),
-        )
-        # Continue what was open before a restart instead of raising it again.
-        engine.restore(await findings.open_findings())
-        cases = CaseService(case_repo, registry, packs, findings=findings)
-        ha = _home_assistant(settings, registry, engine)
-        sinks = _finding_sinks(findings, alerts, store, state, packs, registry, ha)
-        sinks.append(cases.on_events)  # episodes gather into enforcement cases
-        pipeline = Pipeline(
-            validator,
-            writer,
-            metrics,
-            detectors=engine,
-            sinks=sinks,
-            observers=[ha.observe] if ha else [],
-        )
-
-        def on_connection(up: bool) -> None:
-            metrics.broker_connected = up
-
-        source = MqttSource(settings, pipeline.handle, on_connection=on_connection)
-        runtime = Runtime(
-            settings,
-            registry,
-            db,
-            store,
-            state,
-            metrics,
-            pipeline,
-            source,
-            packs,
-            engine,
-            findings,
-            alerts,
-            home_assistant=ha,
-            cases=cases,
-            state_db=None if state_db is db else state_db,
-        )
-
+        parts = await _assemble(settings, stack)
         async with asyncio.TaskGroup() as tg:
-            tasks = [
-                tg.create_task(writer.run(), name="writer"),
-                tg.create_task(pipeline.run_sinks(), name="finding-sinks"),
-                tg.create_task(pipeline.run_ticks(), name="detector-ticks"),
-                tg.create_task(alerts.run(), name="alert-delivery"),
-                # Per gateway, even with others: each rolls up the minutes it wrote
-                # (their dirty marks are in its own SQLite file).
-                tg.create_task(refresh_forever(store, settings.rollup_interval_s), name="rollups"),
-                tg.create_task(source.run(), name="mqtt-source"),
-                # Due and overdue case deadlines become public-works alerts (issue 16);
-                # on one gateway at a time when several share the state.
-                tg.create_task(
-                    run_exclusively(
-                        state_db, "case-deadlines", DeadlineWatch(cases, alerts.on_events).run
-                    ),
-                    name="case-deadlines",
-                ),
-            ]
-            if ha is not None:
-                tasks.append(tg.create_task(ha.run(), name="home-assistant"))
-            if settings.report_schedule:
-                tasks.append(
-                    tg.create_task(
-                        run_exclusively(
-                            state_db,
-                            "report-schedule",
-                            lambda: run_report_schedule(
-                                sources_from_services(runtime.services), settings.reports_folder
-                            ),
-                        ),
-                        name="report-schedule",
-                    )
-                )
+            tasks = _start(tg, parts)
             try:
-                yield runtime
+                yield parts.runtime
             finally:
-                await _drain_bounded(pipeline, writer)
+                await _drain_bounded(parts.runtime.pipeline, parts.writer)
                 for task in reversed(tasks):
                     task.cancel()
-        log.info("gateway stopped; %d readings stored this run", metrics.stored)
+        log.info("gateway stopped; %d readings stored this run", parts.runtime.metrics.stored)
 
 
 async def run_until_signalled(settings: Settings, *, standby: bool = False) -> None:
@@ -549,8 +581,8 @@ async def run_until_signalled(settings: Settings, *, standby: bool = False) -> N
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    if settings.state_url is not None:
-        shards = range(settings.mqtt_shards) if standby else [settings.mqtt_shard or 0]
+    if settings.store.state_url is not None:
+        shards = range(settings.mqtt.shards) if standby else [settings.mqtt.shard or 0]
         await run_shard_leases(settings, list(shards), stop)
         return
     if standby:
@@ -564,7 +596,7 @@ def shard_client_id(settings: Settings, shard: int) -> str:
     """A shard's MQTT client id, the same whichever gateway holds the shard: a standby
     that takes it over resumes its persistent session and drains the queue the broker
     kept for it."""
-    return f"{settings.mqtt_client_id or 'sumpwatch'}-shard-{shard}"
+    return f"{settings.mqtt.client_id or 'sumpwatch'}-shard-{shard}"
 
 
 @dataclass(frozen=True)
@@ -585,17 +617,17 @@ async def run_shard_leases(
     (``sumpwatch gateway --no-api``: its own shard; ``--standby``: any). A shard is
     run by whoever holds its lease, as the gateway of that shard (its client id);
     when the lease is lost the gateway stops and this one waits for a lease again."""
-    if settings.state_url is None:
+    if settings.store.state_url is None:
         raise ConfigError("shard leases live in PostgreSQL: set state_url")
-    url = settings.state_url.get_secret_value()
+    url = settings.store.state_url.get_secret_value()
     while not stop.is_set():
         for shard in shards:
             lock = AdvisoryLock(url, f"sumpwatch-shard:{shard}", lease_s=lease.lease_s)
             if not await lock.try_acquire():
                 continue
             log.info("shard %d: lease taken; running its gateway", shard)
-            mine = settings.model_copy(
-                update={"mqtt_shard": shard, "mqtt_client_id": shard_client_id(settings, shard)}
+            mine = settings.updated(
+                mqtt={"shard": shard, "client_id": shard_client_id(settings, shard)}
             )
             try:
                 await run_while_held(

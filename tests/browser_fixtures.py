@@ -123,7 +123,7 @@ async def wire_rules_and_alerts(runtime: Any) -> None:
     if getattr(runtime, "alerts", None) is not None:
         return
     packs = load_packs(runtime.settings.rule_packs_dir)
-    engine = RulesEngine(runtime.registry, packs, runtime.settings.silence_factor)
+    engine = RulesEngine(runtime.registry, packs, runtime.settings.detectors.silence_factor)
     manager = AlertManager(db=runtime.db, registry=runtime.registry, config=AlertsConfig())
     await manager.open()
     runtime.pipeline.detectors = engine
@@ -150,8 +150,8 @@ async def seed_users(store: AccountStore) -> None:
 @pytest.fixture
 def web_settings(gateway_settings: Settings) -> Settings:
     """Gateway settings with authentication on."""
-    return gateway_settings.model_copy(
-        update={"auth_enabled": True, "secret_key": SecretStr("test-secret-key-for-web-tests")}
+    return gateway_settings.updated(
+        api={"auth_enabled": True, "secret_key": SecretStr("test-secret-key-for-web-tests")}
     )
 
 
@@ -161,7 +161,7 @@ async def _serve(settings: Settings, broker: BrokerProcess) -> AsyncIterator[Liv
     # Served as `sumpwatch gateway` serves it (no proxy headers believed unless configured).
     config = server_config(
         app,
-        settings.model_copy(update={"api_host": "127.0.0.1", "api_port": port}),
+        settings.updated(api={"host": "127.0.0.1", "port": port}),
         log_level="warning",
     )
     config.timeout_graceful_shutdown = 1

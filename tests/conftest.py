@@ -5,12 +5,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 
 from gateway.broker import BrokerProcess, mosquitto_binary, start_broker
 from gateway.runtime import Runtime, run_gateway
 from gateway.settings import REPO_DIR, Settings
+from gateway.settings import merge_overrides as _merge
 from tests.influx_fixture import influx_database, influxd, influxd_private  # noqa: F401
 from tests.mqtt_helpers import wait_connected
 from tests.pg_fixture import (  # noqa: F401
@@ -37,22 +39,42 @@ def mosquitto(tmp_path: Path) -> Iterator[BrokerProcess]:
     broker.stop()
 
 
+class MakeSettings(Protocol):
+    """The ``make_settings`` fixture: Settings from nested overrides."""
+
+    def __call__(self, **overrides: Any) -> Settings: ...
+
+
 @pytest.fixture
-def gateway_settings(tmp_path: Path, mosquitto: BrokerProcess) -> Settings:
+def make_settings(tmp_path: Path) -> MakeSettings:
+    """Settings with the data dir under tmp_path, no ``.env`` and no schedule, plus
+    nested overrides: ``make_settings(mqtt={"port": 1884}, store={"batch_max": 10})``."""
+
+    def make(**overrides: Any) -> Settings:
+        base: dict[str, Any] = {
+            "data_dir": tmp_path / "data",
+            "sites_file": DEMO_SITES,
+            "reports": {"schedule": False},
+        }
+        return Settings(_env_file=None, **_merge(base, overrides))  # type: ignore[call-arg]
+
+    return make
+
+
+@pytest.fixture
+def gateway_settings(make_settings: MakeSettings, mosquitto: BrokerProcess) -> Settings:
     """Settings for a gateway on the test broker with its store in a temp dir."""
-    return Settings(
-        _env_file=None,  # type: ignore[call-arg]
-        data_dir=tmp_path / "data",
-        sites_file=DEMO_SITES,
-        mqtt_host=mosquitto.host,
-        mqtt_port=mosquitto.port,
-        mqtt_client_id=f"gw-{uuid.uuid4().hex[:8]}",
-        batch_interval_s=0.02,
-        report_schedule=False,
+    return make_settings(
+        mqtt={
+            "host": mosquitto.host,
+            "port": mosquitto.port,
+            "client_id": f"gw-{uuid.uuid4().hex[:8]}",
+        },
+        store={"batch_interval_s": 0.02},
         # These tests publish thousands of one node's readings 1 ms of device time
         # apart: a flood, by design, to load the pipeline. The per-node rate limit
         # would rightly refuse it; tests/test_admission.py tests the limit itself.
-        rate_limit_factor=0,
+        validation={"rate_limit_factor": 0},
     )
 
 

@@ -26,6 +26,7 @@ from alerts.channels.webhook import DELIVERY_HEADER, verify
 from alerts.config import RetryPolicy
 from gateway.broker import BrokerProcess, free_port
 from gateway.domain import Audience, Citation, Finding, FindingChange, FindingEvent, Severity
+from gateway.mqttconn import MqttConnection
 from gateway.registry.models import Contact, NodeConfig, SiteConfig, SiteRegistry
 from gateway.rules.pack import load_packs
 from gateway.state.database import Database
@@ -365,7 +366,7 @@ async def test_site_alert_state_is_retained_on_mosquitto_for_home_automation(
     db: Database,
     mosquitto: BrokerProcess,
 ) -> None:
-    async with MqttPublisher(mosquitto.host, mosquitto.port, client_id="alerts-test") as pub:
+    async with MqttPublisher(MqttConnection(mosquitto.host, mosquitto.port, "alerts-test")) as pub:
         manager = AlertManager(
             db=db,
             registry=registry(OWNER),
@@ -421,7 +422,7 @@ async def test_mqtt_state_follows_the_alert_across_a_broker_restart(
     db: Database,
     mosquitto: BrokerProcess,
 ) -> None:
-    async with MqttPublisher(mosquitto.host, mosquitto.port, client_id="alerts-rs") as pub:
+    async with MqttPublisher(MqttConnection(mosquitto.host, mosquitto.port, "alerts-rs")) as pub:
         manager = AlertManager(
             db=db,
             registry=registry(OWNER),

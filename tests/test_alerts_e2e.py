@@ -51,10 +51,12 @@ async def test_a_failed_pump_in_simulated_telemetry_ends_in_one_high_water_email
         _env_file=None,
         data_dir=tmp_path / "data",
         sites_file=sites,
-        mqtt_host=mosquitto.host,
-        mqtt_port=mosquitto.port,
-        mqtt_client_id=f"gw-{uuid.uuid4().hex[:8]}",
-        batch_interval_s=0.02,
+        mqtt={
+            "host": mosquitto.host,
+            "port": mosquitto.port,
+            "client_id": f"gw-{uuid.uuid4().hex[:8]}",
+        },
+        store={"batch_interval_s": 0.02},
     )
     port = free_port()
     alerts_file = tmp_path / "alerts.toml"
@@ -72,7 +74,7 @@ async def test_a_failed_pump_in_simulated_telemetry_ends_in_one_high_water_email
             }
         )
     )
-    settings = settings.model_copy(update={"alerts_file": alerts_file})
+    settings = settings.updated(alerts={"file": alerts_file})
     with smtp_server(port) as smtp:
         async with run_gateway(settings) as runtime:
             await wait_connected(runtime)

@@ -8,6 +8,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from pydantic import SecretStr
 
 from alerts.channels.email import build_message, message_id
 from alerts.channels.webhook import sign, verify
@@ -104,9 +105,9 @@ def test_public_works_routing_is_by_rule_and_minimum_severity() -> None:
     assert pick("sanitary_discharge", Severity.INFO) == []
 
 
-def test_the_example_routing_file_loads_with_secrets_from_the_environment() -> None:
+def test_the_example_routing_file_loads_with_the_secrets_given() -> None:
     cfg = load_alerts_config(
-        EXAMPLE, env={"SUMPWATCH_SMTP_PASSWORD": "s3cret", "SUMPWATCH_WEBHOOK_SECRET": "k"}
+        EXAMPLE, smtp_password=SecretStr("s3cret"), webhook_secret=SecretStr("k")
     )
     assert cfg.smtp is not None and cfg.smtp.password is not None
     assert cfg.smtp.password.get_secret_value() == "s3cret"
@@ -123,11 +124,18 @@ def test_a_password_written_in_the_routing_file_is_refused(tmp_path: Path) -> No
     path = tmp_path / "alerts.toml"
     path.write_text('[smtp]\nhost = "x"\npassword = "hunter2"\n')
     with pytest.raises(ConfigError, match="must not be in the file"):
-        load_alerts_config(path, env={})
+        load_alerts_config(path)
+
+
+def test_a_routing_file_naming_another_secret_variable_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "alerts.toml"
+    path.write_text('[webhook]\nsecret_env = "MY_SECRET"\n')
+    with pytest.raises(ConfigError, match="SUMPWATCH_ALERTS__WEBHOOK_SECRET"):
+        load_alerts_config(path)
 
 
 def test_no_routing_file_means_defaults() -> None:
-    cfg = load_alerts_config(None, env={})
+    cfg = load_alerts_config(None)
     assert cfg.smtp is None and cfg.flap_window_s == 600
 
 

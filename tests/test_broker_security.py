@@ -340,12 +340,14 @@ async def test_the_gateway_ingests_through_the_authenticated_broker(
         _env_file=None,
         data_dir=tmp_path / "data",
         sites_file=DEMO_SITES,
-        mqtt_host="127.0.0.1",
-        mqtt_port=secure.gateway_port,
-        mqtt_username=GATEWAY_USER,
-        mqtt_password=GATEWAY_PASSWORD,
-        mqtt_client_id=f"gw-{uuid.uuid4().hex[:6]}",
-        batch_interval_s=0.02,
+        mqtt={
+            "host": "127.0.0.1",
+            "port": secure.gateway_port,
+            "username": GATEWAY_USER,
+            "password": GATEWAY_PASSWORD,
+            "client_id": f"gw-{uuid.uuid4().hex[:6]}",
+        },
+        store={"batch_interval_s": 0.02},
     )
     user = node_username("elm-12", "pit")
     async with run_gateway(settings) as runtime:

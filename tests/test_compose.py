@@ -289,7 +289,7 @@ def test_gateway_environment_is_valid_settings(compose: dict[str, Any]) -> None:
     assert not unknown, f"not Settings fields: {unknown}"
     values: dict[str, Any] = {k.removeprefix("SUMPWATCH_").lower(): v for k, v in env.items()}
     settings = Settings.model_validate(values)
-    assert settings.store == "influxdb"
+    assert settings.store.backend == "influxdb"
 
 
 def _settings_of(service: dict[str, Any]) -> Settings:
@@ -322,7 +322,7 @@ def test_every_cluster_process_shares_one_postgresql_state_and_one_secret_key(
 ) -> None:
     services = compose["services"]
     settings = [_settings_of(services[name]) for name in CLUSTER if name != "postgres"]
-    urls = {s.state_url.get_secret_value() for s in settings if s.state_url is not None}
+    urls = {s.store.state_url.get_secret_value() for s in settings if s.store.state_url is not None}
     assert len(settings) == 5 and len(urls) == 1
     url = urlsplit(urls.pop())
     postgres = environment(services["postgres"])
@@ -332,7 +332,7 @@ def test_every_cluster_process_shares_one_postgresql_state_and_one_secret_key(
         postgres["POSTGRES_PASSWORD"],
         "/" + postgres["POSTGRES_DB"],
     )
-    assert len({s.secret_key.get_secret_value() for s in settings}) == 1  # sessions
+    assert len({s.api.secret_key.get_secret_value() for s in settings}) == 1  # sessions
 
 
 def test_each_cluster_gateway_owns_a_shard_a_client_id_and_a_data_volume(
@@ -341,9 +341,9 @@ def test_each_cluster_gateway_owns_a_shard_a_client_id_and_a_data_volume(
     names = ("gateway-shard-0", "gateway-shard-1", "gateway-standby")
     gateways = [compose["services"][name] for name in names]
     settings = [_settings_of(g) for g in gateways]
-    assert [(s.mqtt_shards, s.mqtt_shard) for s in settings] == [(2, 0), (2, 1), (2, None)]
+    assert [(s.mqtt.shards, s.mqtt.shard) for s in settings] == [(2, 0), (2, 1), (2, None)]
     # The standby takes a shard over under that shard's client id (its session).
-    shard_ids = {shard_client_id(s, s.mqtt_shard) for s in settings if s.mqtt_shard is not None}
+    shard_ids = {shard_client_id(s, s.mqtt.shard) for s in settings if s.mqtt.shard is not None}
     standby = settings[2]
     assert shard_ids == {shard_client_id(standby, 0), shard_client_id(standby, 1)}
     assert len(shard_ids) == 2

@@ -34,15 +34,6 @@ pytestmark = pytest.mark.integration
 SITES = [s.id for s in load_registry(DEMO_SITES)]
 
 
-class ShardedSettings(Settings):
-    """Settings with the two partition fields the source reads (see the report to
-    the lead: they belong in gateway/settings.py)."""
-
-    mqtt_shard: int | None = None
-    mqtt_shards: int = 1
-    mqtt_partition_all_topics: bool = False
-
-
 def site_stream(site: str, count: int = 16, high_from: int = 10) -> list[tuple[str, bytes]]:
     """A pit node's samples: normal, then above the high-water alarm (55 cm)."""
     start = datetime.now(UTC) - timedelta(seconds=count)
@@ -73,18 +64,20 @@ async def gateways(
     async with contextlib.AsyncExitStack() as stack:
         runtimes = []
         for i in range(count):
-            settings = ShardedSettings(
+            settings = Settings(
                 _env_file=None,
                 data_dir=tmp_path / f"gw{i}",
                 sites_file=DEMO_SITES,
-                mqtt_host=mosquitto.host,
-                mqtt_port=mosquitto.port,
-                mqtt_client_id=f"gw{i}-{uuid.uuid4().hex[:6]}",
-                batch_interval_s=0.02,
-                mqtt_shared_group="gateways" if shared else None,
-                mqtt_shard=None if shared else i,
-                mqtt_shards=1 if shared else count,
-                mqtt_partition_all_topics=all_topics,
+                mqtt={
+                    "host": mosquitto.host,
+                    "port": mosquitto.port,
+                    "client_id": f"gw{i}-{uuid.uuid4().hex[:6]}",
+                    "shared_group": "gateways" if shared else None,
+                    "shard": None if shared else i,
+                    "shards": 1 if shared else count,
+                    "partition_all_topics": all_topics,
+                },
+                store={"batch_interval_s": 0.02},
             )
             runtime = await stack.enter_async_context(run_gateway(settings))
             await wait_connected(runtime)

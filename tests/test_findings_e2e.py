@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from firmware_sim.offline import run_offline
 from gateway.app import create_app
 from gateway.broker import BrokerProcess
-from gateway.settings import Settings
+from tests.conftest import MakeSettings
 from tests.mqtt_helpers import publish
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -23,22 +23,22 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 HOURS = 6
 
 
-def _client(tmp_path: Path, mosquitto: BrokerProcess, sites_toml: str) -> Iterator[TestClient]:
+def _client(
+    make_settings: MakeSettings, tmp_path: Path, mosquitto: BrokerProcess, sites_toml: str
+) -> Iterator[TestClient]:
     sites = tmp_path / "sites.toml"
     sites.write_text(sites_toml)
-    settings = Settings(
-        _env_file=None,  # type: ignore[call-arg]
-        data_dir=tmp_path / "data",
+    settings = make_settings(
         sites_file=sites,
-        mqtt_host=mosquitto.host,
-        mqtt_port=mosquitto.port,
-        mqtt_client_id=f"gw-{uuid.uuid4().hex[:8]}",
-        batch_interval_s=0.02,
-        report_schedule=False,
+        mqtt={
+            "host": mosquitto.host,
+            "port": mosquitto.port,
+            "client_id": f"gw-{uuid.uuid4().hex[:8]}",
+        },
+        store={"batch_interval_s": 0.02},
         # The scenarios run in their own simulated dates (winter 2026-27): the
         # gateway's device-clock window is opened to take them as they are.
-        max_future_skew_s=400 * 86400,
-        max_age_s=3650 * 86400,
+        validation={"max_future_skew_s": 400 * 86400, "max_age_s": 3650 * 86400},
     )
     with TestClient(create_app(settings)) as client:
         deadline = time.monotonic() + 10
@@ -57,7 +57,12 @@ def _client(tmp_path: Path, mosquitto: BrokerProcess, sites_toml: str) -> Iterat
     ],
 )
 def test_a_published_scenario_yields_its_findings_through_the_api(
-    scenario: str, site: str, expected: set[str], tmp_path: Path, mosquitto: BrokerProcess
+    scenario: str,
+    site: str,
+    expected: set[str],
+    make_settings: MakeSettings,
+    tmp_path: Path,
+    mosquitto: BrokerProcess,
 ) -> None:
     # Each scenario at its own start: its weather, and so its labels, do not depend
     # on the day or the hour the test runs.
@@ -65,7 +70,7 @@ def test_a_published_scenario_yields_its_findings_through_the_api(
     (home,) = run.labels["homes"]
     assert home["site_id"] == site
     assert {c["condition"] for c in home["conditions"]} == expected
-    for client in _client(tmp_path, mosquitto, run.sites_toml):
+    for client in _client(make_settings, tmp_path, mosquitto, run.sites_toml):
         publish(mosquitto.host, mosquitto.port, run.messages, client_id="scenario")
         deadline = time.monotonic() + 60
         while True:

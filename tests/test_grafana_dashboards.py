@@ -202,9 +202,8 @@ async def populated(
     settings = Settings(
         _env_file=None,
         data_dir=tmp_path / "data",
-        store="influxdb",
-        influx_url=influxd.url,
-        influx_database=database,
+        store={"backend": "influxdb"},
+        influx={"url": influxd.url, "database": database},
     )
     settings.data_dir.mkdir(parents=True)
     db = SqliteDatabase(settings.sqlite_file)

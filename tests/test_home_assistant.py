@@ -52,16 +52,14 @@ def retained(broker: BrokerProcess, pattern: str, settle_s: float = 1.0) -> dict
 
 def _settings(tmp_path: Path, broker: BrokerProcess, sites: Path = DEMO_SITES) -> Settings:
     return Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         data_dir=tmp_path / "data",
         sites_file=sites,
-        mqtt_host=broker.host,
-        mqtt_port=broker.port,
-        mqtt_client_id=f"gw-ha-{time.time_ns()}",
-        batch_interval_s=0.02,
-        report_schedule=False,
-        ha_discovery=True,
-        public_url="http://sump.village.example",
+        mqtt={"host": broker.host, "port": broker.port, "client_id": f"gw-ha-{time.time_ns()}"},
+        store={"batch_interval_s": 0.02},
+        reports={"schedule": False},
+        ha={"discovery": True},
+        api={"public_url": "http://sump.village.example"},
     )
 
 
@@ -211,7 +209,7 @@ async def test_a_silent_node_turns_the_sensor_offline_problem_sensor_on(
 ) -> None:
     # Demo nodes report every 5-30 s; at a silence factor of 1 a quiet node is noticed
     # at the next detector tick.
-    settings = _settings(tmp_path, mosquitto).model_copy(update={"silence_factor": 1.0})
+    settings = _settings(tmp_path, mosquitto).updated(detectors={"silence_factor": 1.0})
     async with run_gateway(settings) as runtime:
         await wait_until(lambda: _is_set(runtime.home_assistant.connected), 15)  # type: ignore[union-attr]
 

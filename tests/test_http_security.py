@@ -188,7 +188,7 @@ async def test_x_forwarded_for_from_an_undeclared_proxy_does_not_change_the_addr
 @pytest_asyncio.fixture(loop_scope="session")
 async def proxied_app(web_settings: Settings, mosquitto: BrokerProcess) -> AsyncIterator[LiveApp]:
     """The app behind a declared reverse proxy at 127.0.0.8."""
-    settings = web_settings.model_copy(update={"trusted_proxies": ["127.0.0.8"]})
+    settings = web_settings.updated(api={"trusted_proxies": ["127.0.0.8"]})
     async for live in _serve(settings, mosquitto):
         yield live
 

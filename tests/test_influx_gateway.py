@@ -26,12 +26,9 @@ influx_database = influx_fixture.influx_database
 def influx_gateway_settings(
     gateway_settings: Settings, influxd_private: InfluxServer, influx_database: str
 ) -> Settings:
-    return gateway_settings.model_copy(
-        update={
-            "store": "influxdb",
-            "influx_url": influxd_private.url,
-            "influx_database": influx_database,
-        }
+    return gateway_settings.updated(
+        store={"backend": "influxdb"},
+        influx={"url": influxd_private.url, "database": influx_database},
     )
 
 

@@ -39,15 +39,14 @@ pytestmark = pytest.mark.integration
 
 
 def influx_settings(
-    tmp_path: Path, server: InfluxServer, database: str, **extra: object
+    tmp_path: Path, server: InfluxServer, database: str, **influx: object
 ) -> Settings:
+    """Settings of an InfluxDB store; ``influx`` overrides keys of the influx section."""
     return Settings(
         _env_file=None,
         data_dir=tmp_path / "data",
-        store="influxdb",
-        influx_url=server.url,
-        influx_database=database,
-        **extra,  # type: ignore[arg-type]
+        store={"backend": "influxdb"},
+        influx={"url": server.url, "database": database, **influx},
     )
 
 
@@ -110,7 +109,7 @@ def _same(a: Reading, b: Reading) -> None:
 async def test_every_reading_kind_round_trips_with_all_its_fields(
     tmp_path: Path, influxd: InfluxServer, influx_database: str, gzip: bool
 ) -> None:
-    settings = influx_settings(tmp_path, influxd, influx_database, influx_gzip=gzip)
+    settings = influx_settings(tmp_path, influxd, influx_database, gzip=gzip)
     async with Opened(settings) as store:
         written = one_of_each_kind(seq=7)
         assert await store.write(written) == 3
@@ -246,9 +245,7 @@ async def test_a_full_spool_refuses_writes_and_says_so(
     influx_database: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    settings = influx_settings(
-        tmp_path, influxd_private, influx_database, influx_spool_max_bytes=20_000
-    )
+    settings = influx_settings(tmp_path, influxd_private, influx_database, spool_max_bytes=20_000)
     async with Opened(settings) as store:
         store.spool.segment_bytes = 4_000
         influxd_private.stop()

@@ -58,7 +58,7 @@ async def test_messages_published_while_the_gateway_is_down_are_stored_after_res
 async def test_without_the_fast_path_aiomqtts_own_loop_stores_and_acknowledges_everything(
     gateway_settings: Settings, mosquitto: BrokerProcess
 ) -> None:
-    settings = gateway_settings.model_copy(update={"mqtt_fast_path": False})
+    settings = gateway_settings.updated(mqtt={"fast_path": False})
     async with run_gateway(settings) as runtime:
         await wait_connected(runtime)
     messages = pit_messages(2000)
@@ -149,9 +149,7 @@ async def test_the_embedded_amqtt_fallback_broker_feeds_the_gateway_over_mqtt_3_
     broker = start_broker(tmp_path / "amqtt", prefer="amqtt")
     try:
         assert broker.kind == "amqtt" and broker.protocol == "3.1.1"
-        settings = gateway_settings.model_copy(
-            update={"mqtt_port": broker.port, "mqtt_protocol": "3.1.1"}
-        )
+        settings = gateway_settings.updated(mqtt={"port": broker.port, "protocol": "3.1.1"})
         async with run_gateway(settings) as runtime:
             await wait_connected(runtime)
             messages = pit_messages(200)

@@ -91,9 +91,8 @@ async def test_sqlite_and_influxdb_give_the_same_report(
     settings = Settings(
         _env_file=None,
         data_dir=tmp_path / "influx",
-        store="influxdb",
-        influx_url=influxd.url,
-        influx_database=influx_database,
+        store={"backend": "influxdb"},
+        influx={"url": influxd.url, "database": influx_database},
     )
     settings.data_dir.mkdir(parents=True)
     side_db = SqliteDatabase(settings.sqlite_file)

@@ -107,14 +107,16 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     if request.param == "influxdb":
         server: InfluxServer = request.getfixturevalue("influxd")
         extra = {
-            "influx_url": server.url,
-            "influx_database": request.getfixturevalue("influx_database"),
+            "influx": {
+                "url": server.url,
+                "database": request.getfixturevalue("influx_database"),
+            }
         }
     settings = Settings(
         _env_file=None,
         data_dir=tmp_path / "data",
-        store=request.param,
-        **extra,  # type: ignore[arg-type]
+        store={"backend": request.param},
+        **extra,
     )
     settings.data_dir.mkdir(parents=True)
     db = SqliteDatabase(settings.sqlite_file)

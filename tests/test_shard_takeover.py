@@ -24,12 +24,10 @@ STANDBY = Lease(lease_s=3.0, check_s=0.2, retry_s=2.0)
 
 
 def _gateway(settings: Settings, name: str, tmp_path: Path, pg_url: str) -> Settings:
-    return settings.model_copy(
-        update={
-            "data_dir": tmp_path / name,
-            "state_url": SecretStr(pg_url),
-            "mqtt_client_id": "gw-takeover",  # the shard's id: gw-takeover-shard-0
-        }
+    return settings.updated(
+        data_dir=tmp_path / name,
+        store={"state_url": SecretStr(pg_url)},
+        mqtt={"client_id": "gw-takeover"},  # the shard's id: gw-takeover-shard-0
     )
 
 

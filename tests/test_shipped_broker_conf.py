@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 from gateway.broker import free_port, mosquitto_binary, wait_for_port
 from gateway.cli import app
 from gateway.contract import status_topic, telemetry_topic
+from gateway.ingest.mqtt import availability_topic
 from gateway.settings import REPO_DIR
 from tests.test_broker_security import Client
 
@@ -176,3 +177,19 @@ def test_the_provisioned_home_assistant_login_reads_status_and_writes_nothing(
     assert home.received(1) == [(status_topic("elm-12", "pit"), b"online")]
     # Read-only: Mosquitto answers a refused QoS 1 publish with "not authorised".
     assert home.publish(telemetry_topic("elm-12", "pit"), b"{}") == 0x87
+
+
+def test_on_the_shipped_file_the_gateway_publishes_its_availability_and_a_node_cannot(
+    shipped: ShippedBroker, clients: list[Client]
+) -> None:
+    topic = availability_topic("gw-1")
+    home = login(shipped, clients, 1883, "homeassistant")
+    assert home.connect()
+    assert home.subscribe(topic) < 0x80
+    gateway = login(shipped, clients, 1884, "sumpwatch-gateway")
+    assert gateway.connect()
+    assert gateway.publish(topic, b"online", retain=True) < 0x80
+    assert home.received(1) == [(topic, b"online")]
+    pit = login(shipped, clients, 1883, "elm-12/pit")
+    assert pit.connect()
+    assert pit.publish(topic, b"offline") == 0x87

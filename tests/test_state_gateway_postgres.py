@@ -18,7 +18,7 @@ from tests.mqtt_helpers import pit_messages, publish, wait_connected, wait_until
 async def test_a_gateway_with_a_state_url_keeps_dead_letters_in_postgresql_and_readings_in_sqlite(
     gateway_settings: Settings, mosquitto: BrokerProcess, pg_url: str
 ) -> None:
-    settings = gateway_settings.model_copy(update={"state_url": SecretStr(pg_url)})
+    settings = gateway_settings.updated(store={"state_url": SecretStr(pg_url)})
     async with run_gateway(settings) as runtime:
         await wait_connected(runtime)
         good = pit_messages(3)

@@ -15,6 +15,7 @@ KERNEL = (
     "gateway.errors",
     "gateway.units",
     "gateway.tomlfile",
+    "gateway.mqttconn",
 )
 
 

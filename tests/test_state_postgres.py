@@ -158,7 +158,7 @@ def test_the_state_url_selects_postgresql_and_its_absence_sqlite(tmp_path: Path)
 
 def test_a_state_url_that_is_not_postgresql_is_refused() -> None:
     with pytest.raises(ValidationError, match="postgresql://"):
-        Settings(_env_file=None, state_url="mysql://db/sumpwatch")  # type: ignore[call-arg]
+        Settings(_env_file=None, store={"state_url": "mysql://db/sumpwatch"})  # type: ignore[call-arg]
 
 
 def test_the_database_label_never_shows_the_password() -> None:

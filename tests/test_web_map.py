@@ -89,7 +89,7 @@ def tile_server() -> Iterator[TileServer]:
 async def map_app(
     web_settings: Settings, mosquitto: BrokerProcess, tile_server: TileServer
 ) -> AsyncIterator[LiveApp]:
-    settings = web_settings.model_copy(update={"map_tile_url": tile_server.url})
+    settings = web_settings.updated(map={"tile_url": tile_server.url})
     async for live in _serve(settings, mosquitto):
         yield live
 
@@ -99,7 +99,7 @@ async def offline_map_app(
     web_settings: Settings, mosquitto: BrokerProcess
 ) -> AsyncIterator[LiveApp]:
     dead = f"http://127.0.0.1:{free_port()}/{{z}}/{{x}}/{{y}}.png"  # nothing listens there
-    async for live in _serve(web_settings.model_copy(update={"map_tile_url": dead}), mosquitto):
+    async for live in _serve(web_settings.updated(map={"tile_url": dead}), mosquitto):
         yield live
 
 

@@ -31,15 +31,17 @@ SECRET = "a-secret-key-every-web-server-shares"
 
 def _settings(tmp_path: Path, name: str, pg_url: str) -> Settings:
     return Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         data_dir=tmp_path / name,
         sites_file=DEMO_SITES,
-        state_url=SecretStr(pg_url),
-        auth_enabled=True,
-        secret_key=SecretStr(SECRET),
-        report_schedule=False,
-        api_host="127.0.0.1",
-        api_port=free_port(),
+        store={"state_url": SecretStr(pg_url)},
+        api={
+            "auth_enabled": True,
+            "secret_key": SecretStr(SECRET),
+            "host": "127.0.0.1",
+            "port": free_port(),
+        },
+        reports={"schedule": False},
     )
 
 
@@ -58,7 +60,7 @@ async def _web_server(settings: Settings) -> AsyncIterator[str]:
 
     await wait_until(started, timeout=20)
     try:
-        yield f"http://127.0.0.1:{settings.api_port}"
+        yield f"http://127.0.0.1:{settings.api.port}"
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, timeout=15)

@@ -371,12 +371,9 @@ async def test_a_failed_login_keeps_the_username_and_pages_have_a_favicon(
 @pytest_asyncio.fixture(loop_scope="session")
 async def quiet_app(gateway_settings: Settings, mosquitto: BrokerProcess) -> AsyncIterator[LiveApp]:
     """Auth on, and sensors count as silent after the shortest limit (one minute)."""
-    settings = gateway_settings.model_copy(
-        update={
-            "auth_enabled": True,
-            "secret_key": SecretStr("test-secret-key-for-web-tests"),
-            "silence_factor": 1.0,
-        }
+    settings = gateway_settings.updated(
+        api={"auth_enabled": True, "secret_key": SecretStr("test-secret-key-for-web-tests")},
+        detectors={"silence_factor": 1.0},
     )
     async for live in _serve(settings, mosquitto):
         yield live

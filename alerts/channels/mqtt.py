@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import ssl
 from types import TracebackType
 from typing import Protocol
 
@@ -20,6 +19,7 @@ import aiomqtt
 
 from alerts.models import DeliveryResult, OutgoingMessage
 from gateway.errors import BrokerError
+from gateway.mqttconn import MqttConnection, aiomqtt_client
 
 log = logging.getLogger(__name__)
 
@@ -38,24 +38,10 @@ def alerts_topic(prefix: str, site_id: str) -> str:
 
 
 class MqttPublisher:
-    """A publish-only MQTT client, used as ``async with MqttPublisher(host, port) as pub``."""
+    """A publish-only MQTT client, used as ``async with MqttPublisher(conn) as pub``."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int = 1883,
-        *,
-        client_id: str = "sumpwatch-alerts",
-        username: str | None = None,
-        password: str | None = None,
-        timeout_s: float = 10.0,
-        tls_context: ssl.SSLContext | None = None,
-    ) -> None:
-        self._host, self._port = host, port
-        self._tls_context = tls_context
-        self._client_id = client_id
-        self._username, self._password = username, password
-        self._timeout_s = timeout_s
+    def __init__(self, connection: MqttConnection) -> None:
+        self._conn = connection
         self._client: aiomqtt.Client | None = None
         self._lock = asyncio.Lock()
 
@@ -79,19 +65,13 @@ class MqttPublisher:
         async with self._lock:
             if self._client is not None:
                 return self._client
-            client = aiomqtt.Client(
-                self._host,
-                self._port,
-                identifier=self._client_id,
-                username=self._username,
-                password=self._password,
-                timeout=self._timeout_s,
-                tls_context=self._tls_context,
-            )
+            client = aiomqtt_client(self._conn)
             try:
                 await client.__aenter__()
             except aiomqtt.MqttError as exc:
-                raise BrokerError(f"cannot connect to {self._host}:{self._port}: {exc}") from exc
+                raise BrokerError(
+                    f"cannot connect to {self._conn.host}:{self._conn.port}: {exc}"
+                ) from exc
             self._client = client
             return client
 
@@ -99,7 +79,9 @@ class MqttPublisher:
         """Publish, connecting first if needed; a failure drops the connection."""
         client = await self._connected()
         try:
-            await client.publish(topic, payload, qos=qos, retain=retain, timeout=self._timeout_s)
+            await client.publish(
+                topic, payload, qos=qos, retain=retain, timeout=self._conn.timeout_s
+            )
         except aiomqtt.MqttError as exc:
             await self._drop()
             raise BrokerError(f"publish to {topic} failed: {exc}") from exc

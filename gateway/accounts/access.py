@@ -20,7 +20,7 @@ routers added later by anyone are covered without doing anything. Per request it
    metrics, the delivery log, a new list endpoint that forgot to filter) is
    admin-only (403).
 
-With ``settings.auth_enabled`` off every request is :data:`OPEN_ACCESS` (admin).
+With ``settings.api.auth_enabled`` off every request is :data:`OPEN_ACCESS` (admin).
 """
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ def accounts_of(request: Request) -> AccountStore:
 
 
 def auth_enabled(request: Request) -> bool:
-    """Whether ``settings.auth_enabled`` is on for this app."""
+    """Whether ``settings.api.auth_enabled`` is on for this app."""
     settings: Settings = request.app.state.settings
-    return settings.auth_enabled
+    return settings.api.auth_enabled
 
 
 async def _site_of_site(request: Request, site_id: str) -> str:

@@ -40,7 +40,7 @@ def _run(config: Path | None, action: Callable[[AccountStore, Settings], Awaitab
     settings = load_settings(config)
 
     async def go() -> T:
-        db = state_database(settings.sqlite_file, settings.state_url)
+        db = state_database(settings.sqlite_file, settings.store.state_url)
         await db.open()
         try:
             store = AccountStore(db, resolve_secret_key(settings))

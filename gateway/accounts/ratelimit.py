@@ -4,7 +4,7 @@ The login route counts failures per (address, account) pair, per address and per
 account (:class:`LoginLimiter`); once a key has ``max_failures`` in ``window_s`` it
 answers 429 with Retry-After until the oldest failure leaves the window. The address
 is the socket peer's, or the client a configured trusted proxy names
-(``settings.trusted_proxies``); a client cannot pick its own. State is in memory:
+(``settings.api.trusted_proxies``); a client cannot pick its own. State is in memory:
 one gateway process serves the API (docs/architecture.md).
 """
 

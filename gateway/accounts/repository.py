@@ -3,7 +3,7 @@
 * Passwords are hashed with Argon2id (argon2-cffi's current defaults) and
   re-hashed on login when those defaults change.
 * Session ids and API tokens are 256-bit random secrets; only their HMAC-SHA256
-  (keyed with ``settings.secret_key``) is stored, so a copy of the database
+  (keyed with ``settings.api.secret_key``) is stored, so a copy of the database
   cannot be replayed as a login and a changed key logs everyone out.
 """
 

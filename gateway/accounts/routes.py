@@ -31,7 +31,7 @@ LOGIN_CSRF_COOKIE = "sumpwatch_login_csrf"
 
 
 def _secure(request: Request) -> bool:
-    forced = request.app.state.settings.cookie_secure
+    forced = request.app.state.settings.api.cookie_secure
     return bool(forced) if forced is not None else request.url.scheme == "https"
 
 

@@ -1,6 +1,6 @@
 """The secret key that keys session and API-token HMACs: where it comes from.
 
-``settings.secret_key`` (``SUMPWATCH_SECRET_KEY``) when it is a real one; else the
+``settings.api.secret_key`` (``SUMPWATCH_SECRET_KEY``) when it is a real one; else the
 file ``<data_dir>/secret_key`` (mode 600), which ``sumpwatch demo`` writes on its
 first start so the demo's tokens and sessions survive restarts and ``sumpwatch user
 token`` (same data dir) makes tokens the running demo accepts. A placeholder key
@@ -32,8 +32,8 @@ def key_file(data_dir: Path) -> Path:
 
 
 def is_placeholder(settings: Settings) -> bool:
-    """True when ``settings.secret_key`` is one of the published placeholders."""
-    return settings.secret_key.get_secret_value() in PLACEHOLDER_KEYS
+    """True when ``settings.api.secret_key`` is one of the published placeholders."""
+    return settings.api.secret_key.get_secret_value() in PLACEHOLDER_KEYS
 
 
 def _read(path: Path) -> str:
@@ -49,7 +49,7 @@ def _read(path: Path) -> str:
 def resolve_secret_key(settings: Settings) -> str:
     """The key to use, or ConfigError when only a placeholder is configured."""
     if not is_placeholder(settings):
-        return settings.secret_key.get_secret_value()
+        return settings.api.secret_key.get_secret_value()
     path = key_file(settings.data_dir)
     if path.exists():
         return _read(path)

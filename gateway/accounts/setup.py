@@ -60,17 +60,17 @@ async def open_accounts(app: FastAPI, services: Services, settings: Settings) ->
     install_log_redaction()
     key = (
         resolve_secret_key(settings)
-        if settings.auth_enabled
-        else settings.secret_key.get_secret_value()
+        if settings.api.auth_enabled
+        else settings.api.secret_key.get_secret_value()
     )
     store = AccountStore(services.state_database, key)
     await store.open()
     app.state.accounts = store
-    users_file = settings.users_file
+    users_file = settings.api.users_file
     if users_file is not None:
         created = await seed_users(store, load_seed(users_file))
         for user in created:
             log.info("seeded %s account %r", user.role.value, user.username)
-    if not settings.auth_enabled:
+    if not settings.api.auth_enabled:
         log.warning("auth_enabled is off: every request is treated as an administrator")
     return store

@@ -1,6 +1,6 @@
 """Bounds on what a request may make the server hold, and error bodies that echo nothing.
 
-* :class:`BodyLimitMiddleware` refuses a body over ``settings.max_body_bytes`` with
+* :class:`BodyLimitMiddleware` refuses a body over ``settings.api.max_body_bytes`` with
   413 before it is parsed: from its ``Content-Length`` before a byte is read, and by
   counting the streamed chunks when there is none (chunked transfer), so a 100 MB
   POST costs the server at most one limit's worth of memory, signed in or not.

@@ -36,7 +36,7 @@ DataOpt = Annotated[Path | None, typer.Option(help="Folder of the SQLite store")
 @contextlib.asynccontextmanager
 async def open_service(settings: Settings) -> AsyncIterator[CaseService]:
     """The case service over the gateway's state database, for the duration of the block."""
-    db = state_database(settings.sqlite_file, settings.state_url)
+    db = state_database(settings.sqlite_file, settings.store.state_url)
     await db.open()
     try:
         findings = FindingRepository(db)

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import ssl
 from collections.abc import Iterable
 
 import aiomqtt
@@ -30,6 +29,7 @@ from gateway.homeassistant.discovery import (
     state_topic,
 )
 from gateway.homeassistant.state import SiteHaState
+from gateway.mqttconn import MqttConnection, MqttWill, aiomqtt_client
 from gateway.registry.models import SiteRegistry
 
 log = logging.getLogger(__name__)
@@ -51,28 +51,19 @@ class HomeAssistantBridge:
         self,
         registry: SiteRegistry,
         *,
-        host: str,
-        port: int,
-        client_id: str,
+        connection: MqttConnection,
         dashboard_url: str,
         prefix: str = "homeassistant",
-        username: str | None = None,
-        password: str | None = None,
-        tls_context: ssl.SSLContext | None = None,
         interval_s: float = 5.0,
     ) -> None:
         self.registry = registry
         self.prefix = prefix.rstrip("/")
         self.dashboard_url = dashboard_url.rstrip("/")
         self.interval_s = interval_s
-        self._client_args = {
-            "hostname": host,
-            "port": port,
-            "identifier": client_id,
-            "username": username,
-            "password": password,
-            "tls_context": tls_context,
-        }
+        # The will tells Home Assistant the bridge is gone when it vanishes.
+        self._connection = connection.replace(
+            will=MqttWill(AVAILABILITY_TOPIC, b"offline"), timeout_s=10.0
+        )
         self.sites = {s.id: SiteHaState(s.tz, s.pit.area_cm2) for s in registry}
         self._dirty: set[str] = set(self.sites)
         self.published_configs = 0
@@ -123,8 +114,7 @@ class HomeAssistantBridge:
                 delay = min(delay * 2, reconnect_max_s)
 
     async def _session(self) -> None:
-        will = aiomqtt.Will(AVAILABILITY_TOPIC, b"offline", qos=1, retain=True)
-        async with aiomqtt.Client(will=will, timeout=10.0, **self._client_args) as client:  # type: ignore[arg-type]
+        async with aiomqtt_client(self._connection) as client:
             try:
                 await self._announce(client)
                 self.connected.set()

@@ -27,33 +27,35 @@ import hmac
 import logging
 import random
 import secrets
-import ssl
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import aiomqtt
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from gateway.contract import SUBSCRIPTIONS, TOPIC_ROOT
 from gateway.domain import RawMessage
 from gateway.errors import ConfigError
 from gateway.ingest._paho_fastpath import FastPath, PlainPath, Publish, enable_manual_ack
+from gateway.mqttconn import MqttWill, aiomqtt_client
 from gateway.registry import load_registry
 from gateway.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-def tls_context(settings: Settings) -> ssl.SSLContext | None:
-    """The TLS context of the gateway's MQTT connections (None without TLS)."""
-    if not settings.mqtt_tls:
-        return None
-    cafile = str(settings.mqtt_ca_file) if settings.mqtt_ca_file else None
-    return ssl.create_default_context(cafile=cafile)
+GATEWAY_AVAILABILITY_TOPIC = TOPIC_ROOT + "/gateway/{client_id}/availability"
+"""Retained ``online`` / ``offline`` (the will) of one gateway. Five levels ending in
+``availability``: no node filter (``+/+/status``, ``+/+/telemetry``) matches it."""
+AVAILABILITY_ONLINE = b"online"
+AVAILABILITY_OFFLINE = b"offline"
+
+
+def availability_topic(client_id: str) -> str:
+    """The availability topic of the gateway with MQTT client id ``client_id``."""
+    return GATEWAY_AVAILABILITY_TOPIC.format(client_id=client_id)
 
 
 def _deliver(
@@ -83,8 +85,8 @@ def gateway_client_id(settings: Settings) -> str:
     read it in our docs (the broker's listeners also keep nodes away from it:
     docs/security.md).
     """
-    if settings.mqtt_client_id:
-        return settings.mqtt_client_id
+    if settings.mqtt.client_id:
+        return settings.mqtt.client_id
     path = settings.data_dir / CLIENT_ID_FILE
     try:
         return path.read_text().strip()
@@ -104,10 +106,10 @@ def shared_group(settings: Settings) -> str | None:
     then withholds from it: lost for everyone). Gateways of one group log in with
     the same password, so they all derive the same name; a node cannot.
     """
-    group = settings.mqtt_shared_group
-    if not group or settings.mqtt_password is None:
+    group = settings.mqtt.shared_group
+    if not group or settings.mqtt.password is None:
         return group
-    key = settings.mqtt_password.get_secret_value().encode()
+    key = settings.mqtt.password.get_secret_value().encode()
     return f"{group}-{hmac.new(key, group.encode(), hashlib.sha256).hexdigest()[:24]}"
 
 
@@ -188,14 +190,14 @@ class MqttSource:
         self._settings = settings
         self._handler = handler
         if partition is None:
-            shards = settings.mqtt_shards
-            shard = settings.mqtt_shard
+            shards = settings.mqtt.shards
+            shard = settings.mqtt.shard
             if shard is not None and shards > 1:
                 sites: tuple[str, ...] = ()
-                if not settings.mqtt_partition_all_topics:
+                if not settings.mqtt.partition_all_topics:
                     sites = tuple(site.id for site in load_registry(settings.sites_file))
                 partition = SitePartition(shard, shards, sites)
-        if partition is not None and settings.mqtt_shared_group:
+        if partition is not None and settings.mqtt.shared_group:
             raise ConfigError("site partitions and a $share group exclude each other")
         self.partition = partition
         self._on_connection = on_connection
@@ -207,35 +209,17 @@ class MqttSource:
         self.last_error: str | None = None
 
     def _make_client(self) -> aiomqtt.Client:
-        s = self._settings
-        common = {
-            "identifier": gateway_client_id(s),
-            "username": s.mqtt_username,
-            "password": s.mqtt_password.get_secret_value() if s.mqtt_password else None,
-            "tls_context": tls_context(s),
-            "keepalive": 30,
-        }
-        if s.mqtt_protocol == "3.1.1":
-            # No session expiry or receive maximum in 3.1.1: clean_session=False
-            # keeps the session until the broker's persistent_client_expiration.
-            return aiomqtt.Client(
-                s.mqtt_host,
-                s.mqtt_port,
-                protocol=aiomqtt.ProtocolVersion.V311,
-                clean_session=False,
-                **common,  # type: ignore[arg-type]
-            )
-        props = Properties(PacketTypes.CONNECT)
-        props.SessionExpiryInterval = s.mqtt_session_expiry_s
-        props.ReceiveMaximum = min(s.mqtt_receive_maximum, 65535)
-        return aiomqtt.Client(
-            s.mqtt_host,
-            s.mqtt_port,
-            protocol=aiomqtt.ProtocolVersion.V5,
-            clean_start=False,
-            properties=props,
-            **common,  # type: ignore[arg-type]
+        client_id = gateway_client_id(self._settings)
+        conn = self._settings.mqtt.connection(client_id, persistent=True)
+        return aiomqtt_client(
+            conn.replace(will=MqttWill(availability_topic(client_id), AVAILABILITY_OFFLINE))
         )
+
+    async def _announce(self, client: aiomqtt.Client) -> None:
+        """The birth message: retained, so a late subscriber sees we are up (the will
+        replaces it with ``offline`` if we vanish)."""
+        topic = availability_topic(gateway_client_id(self._settings))
+        await client.publish(topic, AVAILABILITY_ONLINE, qos=1, retain=True)
 
     def _topics(self) -> list[str]:
         if self.partition is not None:
@@ -260,10 +244,10 @@ class MqttSource:
                     if self.partition is not None and not self.partition.sites
                     else None
                 )
-                v5 = self._settings.mqtt_protocol == "5"
+                v5 = self._settings.mqtt.protocol == "5"
                 path: FastPath | PlainPath = (
                     FastPath(client, receive, owns, v5=v5)
-                    if self._settings.mqtt_fast_path
+                    if self._settings.mqtt.fast_path
                     else PlainPath(client, owns)
                 )
                 self._fast = path
@@ -278,6 +262,7 @@ class MqttSource:
                             await client.subscribe([(t, SubscribeOptions(qos=1)) for t in chunk])
                         else:  # 3.1.1 (the demo's amqtt fallback) takes plain QoS levels
                             await client.subscribe([(t, 1) for t in chunk])
+                    await self._announce(client)
                     self._set_connected(True)
                     delay = 0.5
                     log.info("subscribed to %d filters, e.g. %s", len(topics), topics[:2])
@@ -296,7 +281,7 @@ class MqttSource:
                 self._fast = None
                 self._set_connected(False)
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, self._settings.mqtt_reconnect_max_s)
+            delay = min(delay * 2, self._settings.mqtt.reconnect_max_s)
 
     def _receiver(self, generation: int) -> Callable[[Publish], None]:
         handler = self._handler

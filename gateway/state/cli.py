@@ -30,7 +30,7 @@ ConfigOpt = Annotated[
 
 
 def _state_database(settings: Settings) -> Database:
-    return state_database(settings.sqlite_file, settings.state_url)
+    return state_database(settings.sqlite_file, settings.store.state_url)
 
 
 async def _upgrade(db: Database, target: int | None) -> migrations.UpgradeResult:

@@ -229,16 +229,16 @@ class InfluxStore:
         self.dirty = rollup_math.DirtyLog(db)
         self.spool = Spool(
             settings.data_dir / "spool",
-            settings.influx_spool_max_bytes,
-            segment_bytes=int(settings.influx_spool_segment_bytes),
+            settings.influx.spool_max_bytes,
+            segment_bytes=int(settings.influx.spool_segment_bytes),
         )
-        self.batch_bytes = int(settings.influx_batch_bytes)
-        self.timeout_s = float(settings.influx_timeout_s)
-        self.retry_min_s = float(settings.influx_retry_min_s)
-        self.retry_max_s = float(settings.influx_retry_max_s)
-        self.close_drain_s = float(settings.influx_close_drain_s)
+        self.batch_bytes = int(settings.influx.batch_bytes)
+        self.timeout_s = float(settings.influx.timeout_s)
+        self.retry_min_s = float(settings.influx.retry_min_s)
+        self.retry_max_s = float(settings.influx.retry_max_s)
+        self.close_drain_s = float(settings.influx.close_drain_s)
         self._client: httpx.AsyncClient | None = None
-        self._params: dict[str, str] = {"db": settings.influx_database}
+        self._params: dict[str, str] = {"db": settings.influx.database}
         self._headers: dict[str, str] = {}
         self._write_lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -261,15 +261,15 @@ class InfluxStore:
         """Open the spool, create the database when the server allows it, and start
         replaying whatever the spool holds from an earlier run."""
         s = self.settings
-        if s.influx_token is not None:
+        if s.influx.token is not None:
             # 2.x (v1 compatibility) and 3.x accept the token in this header.
-            self._headers["Authorization"] = f"Token {s.influx_token.get_secret_value()}"
-        elif s.influx_username is not None:
-            self._params["u"] = s.influx_username
-            if s.influx_password is not None:
-                self._params["p"] = s.influx_password.get_secret_value()
+            self._headers["Authorization"] = f"Token {s.influx.token.get_secret_value()}"
+        elif s.influx.username is not None:
+            self._params["u"] = s.influx.username
+            if s.influx.password is not None:
+                self._params["p"] = s.influx.password.get_secret_value()
         self._client = httpx.AsyncClient(
-            base_url=s.influx_url.rstrip("/"),
+            base_url=s.influx.url.rstrip("/"),
             timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 3.0)),
             headers=self._headers,
         )
@@ -352,7 +352,7 @@ class InfluxStore:
                         "InfluxDB spool is FULL (%d bytes): refusing writes until InfluxDB "
                         "at %s takes the backlog",
                         self.spool.size_bytes,
-                        self.settings.influx_url,
+                        self.settings.influx.url,
                     )
                 self._spool_full = True
                 raise
@@ -366,7 +366,7 @@ class InfluxStore:
         client = self._require_client()
         headers = {"Content-Type": "text/plain; charset=utf-8"}
         body = payload
-        if self.settings.influx_gzip:
+        if self.settings.influx.gzip:
             body = await asyncio.to_thread(gzip.compress, payload, 1)
             headers["Content-Encoding"] = "gzip"
         try:
@@ -419,14 +419,14 @@ class InfluxStore:
         if self._up:
             log.warning(
                 "InfluxDB at %s unreachable (%s); spooling to disk",
-                self.settings.influx_url,
+                self.settings.influx.url,
                 reason,
             )
         self._up = False
 
     def _came_up(self) -> None:
         if not self._up:
-            log.warning("InfluxDB at %s is back; replaying the spool", self.settings.influx_url)
+            log.warning("InfluxDB at %s is back; replaying the spool", self.settings.influx.url)
         self._up = True
 
     async def _flush_loop(self) -> None:
@@ -505,7 +505,7 @@ class InfluxStore:
     async def _create_database(self) -> None:
         # 1.x needs it; 2.x (DBRP mapping) and 3.x (created on first write) refuse or
         # ignore it, which is fine.
-        await self._query(f'CREATE DATABASE "{self.settings.influx_database}"', method="POST")
+        await self._query(f'CREATE DATABASE "{self.settings.influx.database}"', method="POST")
 
     @staticmethod
     def _rows(series: dict[str, Any]) -> Iterable[dict[str, Any]]:

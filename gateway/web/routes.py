@@ -162,7 +162,7 @@ async def console(request: Request, jurisdiction: str, principal: PrincipalDep) 
         if r.lat is not None and r.lon is not None
     ]
     settings = _services(request).settings
-    map_config = {"tiles": settings.map_tile_url, "attribution": settings.map_attribution}
+    map_config = {"tiles": settings.map.tile_url, "attribution": settings.map.attribution}
     return render(
         request,
         "console.html",
