@@ -56,11 +56,11 @@ def amended_sites(
     over its state database, the source the gateway's stages read (gateway/runtime.py).
     A deployment without a state database yet has no case to amend anything."""
     settings = load_settings(config, data_dir=data_dir)
-    if settings.state_url is None and not settings.sqlite_file.exists():
+    if settings.store.state_url is None and not settings.sqlite_file.exists():
         return registry
 
     async def load() -> SiteRegistry:
-        db = state_database(settings.sqlite_file, settings.state_url)
+        db = state_database(settings.sqlite_file, settings.store.state_url)
         await db.open()
         try:
             repo = CaseRepository(db)
