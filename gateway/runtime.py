@@ -19,6 +19,7 @@ from alerts.config import AlertsConfig, load_alerts_config
 from gateway.cases.escalation import DeadlineWatch, has_order_step
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import CaseService
+from gateway.cluster.warmup import warm_up
 from gateway.domain import Finding, FindingEvent, NotEvaluated
 from gateway.errors import ConfigError, StoreError
 from gateway.homeassistant import HomeAssistantBridge
@@ -459,8 +460,12 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
             silence_factor=settings.silence_factor,
             on_not_evaluated=_not_evaluated_recorder(findings, metrics),
         )
-        # Continue what was open before a restart instead of raising it again.
-        engine.restore(await findings.open_findings())
+        # Relearn the detectors from the shared series, then continue what was open
+        # (after a restart or a shard takeover) instead of raising it again.
+        await warm_up(
+            engine, store, await findings.open_findings(), now=datetime.now(UTC),
+            window=timedelta(hours=settings.warm_up_hours),
+        )  # fmt: skip
         cases = CaseService(case_repo, registry, packs, findings=findings)
         ha = _home_assistant(settings, registry, engine)
         sinks = _finding_sinks(findings, alerts, store, state, packs, registry, ha)

@@ -3,6 +3,7 @@ variables, a ``.env`` file, or a TOML file given with ``--config``, in that orde
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -181,6 +182,17 @@ class Settings(BaseSettings):
     def sqlite_file(self) -> Path:
         """The SQLite database file actually used."""
         return self.sqlite_path or self.data_dir / "sumpwatch.db"
+
+    # --- issue 18, several hosts (flat fields to fold into the nested sections) ---
+    # A new holder of a shard relearns its sites' detectors from this much of the
+    # shared time series (docs/deploy.md); 0 turns the warm-up off.
+    warm_up_hours: float = Field(24.0, ge=0, description="Detector warm-up window at takeover")
+    # Extra report cuts beside the season's (a drill, or the cluster proof): each
+    # writes the reports with data through that instant, due report_settle_s after it.
+    report_extra_cuts: tuple[datetime, ...] = Field((), description="Extra report cut instants")
+    report_settle_s: float = Field(3600.0, ge=0, description="Wait after a cut before its report")
+    report_check_s: float = Field(3600.0, gt=0, description="How often due reports are looked for")
+    # --- end of issue 18 block ---
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
