@@ -19,6 +19,7 @@ from alerts.config import AlertsConfig, load_alerts_config
 from gateway.cases.escalation import DeadlineWatch, has_order_step
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import CaseService
+from gateway.cluster.state_queue import StateQueue
 from gateway.cluster.warmup import warm_up
 from gateway.domain import Finding, FindingEvent, NotEvaluated
 from gateway.errors import ConfigError, StoreError
@@ -470,6 +471,11 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         ha = _home_assistant(settings, registry, engine)
         sinks = _finding_sinks(findings, alerts, store, state, packs, registry, ha)
         sinks.append(cases.on_events)  # episodes gather into enforcement cases
+        # The state sinks queue on disk while the state database is away (issue 18).
+        queue = StateQueue(settings.data_dir / "state-queue", [sinks[0], sinks[1], sinks[-1]])
+        await queue.open()
+        stack.push_async_callback(queue.close)
+        sinks = [queue.sink, *sinks[2:-1]]
         pipeline = Pipeline(
             validator,
             writer,
@@ -507,6 +513,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                 tg.create_task(pipeline.run_sinks(), name="finding-sinks"),
                 tg.create_task(pipeline.run_ticks(), name="detector-ticks"),
                 tg.create_task(alerts.run(), name="alert-delivery"),
+                tg.create_task(queue.run(), name="state-queue"),
                 # Per gateway, even with others: each rolls up the minutes it wrote
                 # (their dirty marks are in its own SQLite file).
                 tg.create_task(refresh_forever(store, settings.rollup_interval_s), name="rollups"),
