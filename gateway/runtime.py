@@ -29,7 +29,7 @@ from gateway.ingest.mqtt import SitePartition, gateway_client_id, tls_context
 from gateway.metrics import Metrics
 from gateway.pipeline import FindingSink, Pipeline
 from gateway.registry import SiteRegistry, load_registry
-from gateway.reports.schedule import run_report_schedule
+from gateway.reports.schedule import ReportTimes, run_report_schedule
 from gateway.reports.sources import ReportSources, sources_from_services
 from gateway.rules.engine import RulesEngine
 from gateway.rules.pack import DEFAULT_SEASON_START, RulePack, load_packs
@@ -536,7 +536,13 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                             state_db,
                             "report-schedule",
                             lambda: run_report_schedule(
-                                sources_from_services(runtime.services), settings.reports_folder
+                                sources_from_services(runtime.services),
+                                settings.reports_folder,
+                                interval_s=settings.report_check_s,
+                                times=ReportTimes(
+                                    settings.report_extra_cuts,
+                                    timedelta(seconds=settings.report_settle_s),
+                                ),
                             ),
                         ),
                         name="report-schedule",
