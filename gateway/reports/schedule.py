@@ -56,8 +56,8 @@ SCHEDULED_UNITS: UnitSystem = "us"
 
 @dataclass(frozen=True, slots=True)
 class ReportTimes:
-    """When reports fall due: the season's cuts plus ``extra_cuts`` (UTC instants
-    inside a season), each ``settle`` after its cut."""
+    """When reports fall due: the season's cuts plus ``extra_cuts`` (UTC instants;
+    one out of season reports the season last ended), each ``settle`` after its cut."""
 
     extra_cuts: tuple[datetime, ...] = ()
     settle: timedelta = SETTLE
@@ -97,7 +97,9 @@ def _cuts(
     cuts.extend(
         ("monthly", cut, f"through-{cut.astimezone(UTC):%Y-%m-%dT%H%M%SZ}")
         for cut in extra
-        if period.start < cut < period.end
+        # The season under way at the cut, or out of season the one last ended (seasons
+        # start a year apart, so each cut belongs to exactly one).
+        if period.start < cut <= period.start + timedelta(days=365) and cut != period.end
     )
     cuts.append(("final", period.end, "final"))
     return cuts
