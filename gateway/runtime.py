@@ -19,7 +19,7 @@ from alerts.config import AlertsConfig, load_alerts_config
 from gateway.cases.escalation import DeadlineWatch, has_order_step
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import CaseService
-from gateway.cluster.state_queue import StateQueue
+from gateway.cluster.state_queue import QueuedStateRepository, StateQueue
 from gateway.cluster.warmup import warm_up
 from gateway.domain import Finding, FindingEvent, NotEvaluated
 from gateway.errors import ConfigError, StoreError
@@ -426,8 +426,11 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
         packs, db, state_db, store = opened.packs, opened.db, opened.state_db, opened.store
         registry, case_repo, alerts_config = opened.registry, opened.cases, opened.alerts_config
         file_registry = opened.file_registry
-        state = StateRepository(state_db)
+        # Dead letters and node status queue on disk while the state is away (issue 18).
+        state = QueuedStateRepository(state_db, settings.data_dir / "state-queue-writer")
         await state.open()
+        await state.queue.open()
+        stack.push_async_callback(state.queue.close)
         metrics = Metrics()
         validator = Validator(
             max_future_skew_s=settings.max_future_skew_s,
@@ -514,6 +517,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                 tg.create_task(pipeline.run_ticks(), name="detector-ticks"),
                 tg.create_task(alerts.run(), name="alert-delivery"),
                 tg.create_task(queue.run(), name="state-queue"),
+                tg.create_task(state.queue.run(), name="state-queue-writer"),
                 # Per gateway, even with others: each rolls up the minutes it wrote
                 # (their dirty marks are in its own SQLite file).
                 tg.create_task(refresh_forever(store, settings.rollup_interval_s), name="rollups"),

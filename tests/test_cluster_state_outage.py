@@ -113,3 +113,35 @@ async def test_findings_made_while_postgresql_is_down_are_written_in_order_when_
     assert changes.count("opened") == 1 and changes.count("cleared") == 1
     assert _alerts(cluster.url) == 1
     assert _queued(settings.data_dir / "state-queue") == 0
+
+
+def _deadletters(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT reason FROM deadletters ORDER BY id").fetchall()
+    return [r[0] for r in rows]
+
+
+async def test_a_message_refused_while_postgresql_is_down_does_not_hold_the_readings_after_it(
+    gateway_settings: Settings, mosquitto: BrokerProcess, cluster: StoppableCluster
+) -> None:
+    settings = gateway_settings.model_copy(update={"state_url": SecretStr(cluster.url)})
+    good = pit_messages(20)
+    async with run_gateway(settings) as runtime:
+        await wait_connected(runtime)
+        await asyncio.to_thread(cluster.stop)
+        refused = [(good[0][0], b"not json")]
+        await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, [*refused, *good])
+
+        async def stored_and_committed() -> bool:
+            # Committed: nothing waits in the writer, so all of it was acknowledged.
+            return await runtime.store.count() >= len(good) and runtime.writer.pending == 0
+
+        await wait_until(stored_and_committed, 30)
+        await asyncio.to_thread(cluster.start)
+
+        async def letter_written() -> bool:
+            return await asyncio.to_thread(_deadletters, cluster.url) != []
+
+        await wait_until(letter_written, 30)
+    assert len(_deadletters(cluster.url)) == 1
+    assert _queued(settings.data_dir / "state-queue-writer") == 0
