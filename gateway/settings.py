@@ -186,7 +186,7 @@ class Settings(BaseSettings):
     # --- issue 18, several hosts (flat fields to fold into the nested sections) ---
     # A new holder of a shard relearns its sites' detectors from this much of the
     # shared time series (docs/deploy.md); 0 turns the warm-up off.
-    warm_up_hours: float = Field(24.0, ge=0, description="Detector warm-up window at takeover")
+    warm_up_hours: float = Field(6.0, ge=0, description="Detector warm-up window at takeover")
     # Extra report cuts beside the season's (a drill, or the cluster proof): each
     # writes the reports with data through that instant, due report_settle_s after it.
     report_extra_cuts: tuple[datetime, ...] = Field((), description="Extra report cut instants")
