@@ -5,8 +5,9 @@ database is back. On a cluster of its own, stopped with ``pg_ctl stop`` mid-test
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from gateway.broker import BrokerProcess, free_port
-from gateway.runtime import run_gateway
+from gateway.runtime import Runtime, run_gateway
 from gateway.settings import Settings
 from tests.mqtt_helpers import pit_messages, publish, wait_connected, wait_until
 from tests.pg_fixture import _as_owner, _bin_dir, _install, _owned_dir, _run
@@ -81,6 +82,19 @@ def _alerts(url: str) -> int:
     return int(count)
 
 
+@contextlib.asynccontextmanager
+async def _gateway_while_down(
+    settings: Settings, cluster: StoppableCluster
+) -> AsyncIterator[Runtime]:
+    """A gateway on the cluster's state, running, with the cluster stopped under it."""
+    async with run_gateway(
+        settings.model_copy(update={"state_url": SecretStr(cluster.url)})
+    ) as runtime:
+        await wait_connected(runtime)
+        await asyncio.to_thread(cluster.stop)
+        yield runtime
+
+
 def _queued(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.glob("*.seg")) if folder.exists() else 0
 
@@ -88,25 +102,23 @@ def _queued(folder: Path) -> int:
 async def test_findings_made_while_postgresql_is_down_are_written_in_order_when_it_is_back(
     gateway_settings: Settings, mosquitto: BrokerProcess, cluster: StoppableCluster
 ) -> None:
-    settings = gateway_settings.model_copy(update={"state_url": SecretStr(cluster.url)})
+    settings = gateway_settings
     # Levels climb 0..59 past the 55 cm alarm and fall back: high water opens, clears.
     messages = pit_messages(70)
-    async with run_gateway(settings) as runtime:
-        await wait_connected(runtime)
-        await asyncio.to_thread(cluster.stop)
+    async with _gateway_while_down(settings, cluster) as runtime:
         await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, messages)
 
         async def stored_and_queued() -> bool:
             queued = _queued(settings.data_dir / "state-queue")
             return await runtime.store.count() >= len(messages) and queued > 0
 
-        await wait_until(stored_and_queued, 30)
+        await wait_until(stored_and_queued, 60)
         await asyncio.to_thread(cluster.start)
 
         async def written() -> bool:
             return "cleared" in await asyncio.to_thread(_changes, cluster.url, "high_water")
 
-        await wait_until(written, 30)
+        await wait_until(written, 60)
         assert await runtime.store.count() == len(messages)
     changes = _changes(cluster.url, "high_water")
     assert changes[0] == "opened" and changes[-1] == "cleared"
@@ -124,11 +136,9 @@ def _deadletters(url: str) -> list[str]:
 async def test_a_message_refused_while_postgresql_is_down_does_not_hold_the_readings_after_it(
     gateway_settings: Settings, mosquitto: BrokerProcess, cluster: StoppableCluster
 ) -> None:
-    settings = gateway_settings.model_copy(update={"state_url": SecretStr(cluster.url)})
+    settings = gateway_settings
     good = pit_messages(20)
-    async with run_gateway(settings) as runtime:
-        await wait_connected(runtime)
-        await asyncio.to_thread(cluster.stop)
+    async with _gateway_while_down(settings, cluster) as runtime:
         refused = [(good[0][0], b"not json")]
         await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, [*refused, *good])
 
@@ -136,12 +146,12 @@ async def test_a_message_refused_while_postgresql_is_down_does_not_hold_the_read
             # Committed: nothing waits in the writer, so all of it was acknowledged.
             return await runtime.store.count() >= len(good) and runtime.writer.pending == 0
 
-        await wait_until(stored_and_committed, 30)
+        await wait_until(stored_and_committed, 60)
         await asyncio.to_thread(cluster.start)
 
         async def letter_written() -> bool:
             return await asyncio.to_thread(_deadletters, cluster.url) != []
 
-        await wait_until(letter_written, 30)
+        await wait_until(letter_written, 60)
     assert len(_deadletters(cluster.url)) == 1
     assert _queued(settings.data_dir / "state-queue-writer") == 0
