@@ -19,6 +19,8 @@ from alerts.config import AlertsConfig, load_alerts_config
 from gateway.cases.escalation import DeadlineWatch, has_order_step
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import CaseService
+from gateway.cluster.state_queue import QueuedStateRepository, StateQueue
+from gateway.cluster.warmup import warm_up
 from gateway.domain import Finding, FindingEvent, NotEvaluated
 from gateway.errors import ConfigError, StoreError
 from gateway.homeassistant import HomeAssistantBridge
@@ -27,7 +29,7 @@ from gateway.ingest.mqtt import SitePartition, gateway_client_id
 from gateway.metrics import Metrics
 from gateway.pipeline import FindingSink, Pipeline
 from gateway.registry import SiteRegistry, load_registry
-from gateway.reports.schedule import run_report_schedule
+from gateway.reports.schedule import ReportTimes, run_report_schedule
 from gateway.reports.sources import ReportSources, sources_from_services
 from gateway.rules.engine import RulesEngine
 from gateway.rules.pack import DEFAULT_SEASON_START, RulePack, load_packs
@@ -448,8 +450,15 @@ async def _rules(
         silence_factor=settings.detectors.silence_factor,
         on_not_evaluated=_not_evaluated_recorder(findings, metrics),
     )
-    # Continue what was open before a restart instead of raising it again.
-    engine.restore(await findings.open_findings())
+    # Relearn the detectors from the shared series, then continue what was open
+    # (after a restart or a shard takeover) instead of raising it again.
+    await warm_up(
+        engine,
+        opened.store,
+        await findings.open_findings(),
+        now=datetime.now(UTC),
+        window=timedelta(hours=settings.detectors.warm_up_hours),
+    )
     return engine, findings
 
 
@@ -461,13 +470,20 @@ class _Assembled:
     writer: BatchWriter
     state_db: Database
     cases: CaseService
+    #: Finding events, and the writer's dead letters and node status, waiting for the
+    #: state database (issue 18).
+    state_queue: StateQueue
+    state: QueuedStateRepository
 
 
 async def _assemble(settings: Settings, stack: contextlib.AsyncExitStack) -> _Assembled:
     """Open the stores and wire every stage of a gateway (nothing runs yet)."""
     opened = await _open_stores(settings, stack)
-    state = StateRepository(opened.state_db)
+    # Dead letters and node status queue on disk while the state is away (issue 18).
+    state = QueuedStateRepository(opened.state_db, settings.data_dir / "state-queue-writer")
     await state.open()
+    await state.queue.open()
+    stack.push_async_callback(state.queue.close)
     metrics = Metrics()
     writer = BatchWriter(
         opened.store,
@@ -484,6 +500,11 @@ async def _assemble(settings: Settings, stack: contextlib.AsyncExitStack) -> _As
     ha = _home_assistant(settings, opened.registry, engine)
     sinks = _finding_sinks(findings, alerts, opened.store, state, opened.packs, opened.registry, ha)
     sinks.append(cases.on_events)  # episodes gather into enforcement cases
+    # The state sinks queue on disk while the state database is away (issue 18).
+    queue = StateQueue(settings.data_dir / "state-queue", [sinks[0], sinks[1], sinks[-1]])
+    await queue.open()
+    stack.push_async_callback(queue.close)
+    sinks = [queue.sink, *sinks[2:-1]]
     pipeline = Pipeline(
         _validator(settings, opened.file_registry),
         writer,
@@ -514,7 +535,7 @@ async def _assemble(settings: Settings, stack: contextlib.AsyncExitStack) -> _As
         cases=cases,
         state_db=None if opened.state_db is opened.db else opened.state_db,
     )
-    return _Assembled(runtime, writer, opened.state_db, cases)
+    return _Assembled(runtime, writer, opened.state_db, cases, queue, state)
 
 
 def _start(tg: asyncio.TaskGroup, parts: _Assembled) -> list[asyncio.Task[Any]]:
@@ -526,6 +547,8 @@ def _start(tg: asyncio.TaskGroup, parts: _Assembled) -> list[asyncio.Task[Any]]:
         tg.create_task(pipeline.run_sinks(), name="finding-sinks"),
         tg.create_task(pipeline.run_ticks(), name="detector-ticks"),
         tg.create_task(alerts.run(), name="alert-delivery"),
+        tg.create_task(parts.state_queue.run(), name="state-queue"),
+        tg.create_task(parts.state.queue.run(), name="state-queue-writer"),
         # Per gateway, even with others: each rolls up the minutes it wrote
         # (their dirty marks are in its own SQLite file).
         tg.create_task(
@@ -545,7 +568,12 @@ def _start(tg: asyncio.TaskGroup, parts: _Assembled) -> list[asyncio.Task[Any]]:
 
         async def schedule() -> None:
             sources = sources_from_services(runtime.services)
-            await run_report_schedule(sources, settings.reports_folder)
+            times = ReportTimes(
+                settings.reports.extra_cuts, timedelta(seconds=settings.reports.settle_s)
+            )
+            await run_report_schedule(
+                sources, settings.reports_folder, interval_s=settings.reports.check_s, times=times
+            )
 
         tasks.append(
             tg.create_task(

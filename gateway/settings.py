@@ -14,6 +14,7 @@ import os
 import sys
 import warnings
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -206,12 +207,20 @@ class ReportsSettings(Section):
 
     dir: Path | None = Field(None, description="Default: <data_dir>/reports")
     schedule: bool = Field(True, description="Write monthly and end-of-season reports")
+    # Extra report cuts beside the season's (a drill, or the cluster proof): each
+    # writes the reports with data through that instant, due settle_s after it.
+    extra_cuts: tuple[datetime, ...] = Field((), description="Extra report cut instants")
+    settle_s: float = Field(3600.0, ge=0, description="Wait after a cut before its report")
+    check_s: float = Field(3600.0, gt=0, description="How often due reports are looked for")
 
 
 class DetectorsSettings(Section):
     """Detector tuning."""
 
     silence_factor: float = Field(6.0, description="Silent after this many sample intervals")
+    # A new holder of a shard relearns its sites' detectors from this much of the
+    # shared time series (docs/deploy.md); 0 turns the warm-up off.
+    warm_up_hours: float = Field(6.0, ge=0, description="Detector warm-up window at takeover")
 
 
 class HomeAssistantSettings(Section):
@@ -262,7 +271,13 @@ _PREFIXED = ("mqtt", "influx", "map")
 
 
 # Keys new in the tree: they never had a flat name.
-_NEW = {("mqtt", "keepalive_s")}
+_NEW = {
+    ("mqtt", "keepalive_s"),
+    ("detectors", "warm_up_hours"),
+    ("reports", "extra_cuts"),
+    ("reports", "settle_s"),
+    ("reports", "check_s"),
+}
 
 
 def _flat_names() -> dict[str, tuple[str, str]]:

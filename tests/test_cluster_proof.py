@@ -13,10 +13,11 @@ the stream; and after the standby has taken its shard. Then:
 - the report schedule (a job under an advisory lock) runs on one gateway at a time:
   the killed gateway held it and wrote the reports due today; exactly one survivor
   takes the job over after the kill, and every report file in the shared folder was
-  written by one gateway only. (No setting makes a report fall due inside a test:
-  its cuts are month boundaries plus ``SETTLE``, checked every ``CHECK_EVERY_S``,
-  constants of ``gateway/reports/schedule.py``; so the job's lock is what is proved
-  across the kill. Out of season nothing is due and no file is written anywhere.)
+  written by one gateway only. Every gateway's schedule has one extra cut
+  (``reports.extra_cuts``) that falls due about a second after the kill, while the job
+  has no holder: its reports are written once, after the kill, by the survivor;
+- the standby's takeover time is printed to the lease and to its gateway subscribed,
+  its detectors warmed up from influxd (the warm-up's own figures too).
 - both web servers serve the same alerts.
 """
 
@@ -63,6 +64,12 @@ PER_PHASE = 20  # readings per site and phase
 TAKEOVER_BOUND_S = 20.0
 CLIENT_ID = "proof"
 STEP = timedelta(seconds=0.25)
+#: The extra report cut is this far after the cluster's settings are made: later than
+#: the processes' start and the first phase on a slow machine; the kill waits for it.
+REPORT_LEAD = timedelta(seconds=45)
+#: The kill comes this long before the extra report falls due.
+KILL_BEFORE_DUE_S = 1.5
+FORMATS = 2  # the schedule's default formats (pdf, csv)
 
 
 @dataclass
@@ -182,6 +189,41 @@ def _job_takers(*procs: Proc) -> int:
     return sum("runs job report-schedule" in p.text() for p in procs)
 
 
+@dataclass(frozen=True)
+class ReportCut:
+    """The extra report cut of every gateway's schedule, due just after the kill."""
+
+    at: datetime
+    folder: Path  # the shared report folder
+
+    def expected(self, sites_file: Path) -> int:
+        """Its files: each format of the village reports and of each site's."""
+        sites = tomllib.loads(sites_file.read_text())["site"]
+        return FORMATS * (len({s["jurisdiction"] for s in sites}) + len(sites))
+
+    def files(self) -> list[Path]:
+        stamp = f"through-{self.at:%Y-%m-%dT%H%M%SZ}"
+        return [p for p in self.folder.rglob(f"{stamp}/*") if p.is_file()]
+
+    def wait_written(self, sites_file: Path, *logs: Proc) -> int:
+        """Wait for all its files; how many they are."""
+        expected = self.expected(sites_file)
+        _wait(lambda: len(self.files()) >= expected, 60, "the cut's reports", *logs)
+        return expected
+
+    def wait_for_the_kill(self) -> None:
+        """Sleep until the stream must start for its kill to come just before the cut."""
+        lead_s = (self.at - datetime.now(UTC)).total_seconds() - KILL_BEFORE_DUE_S - 0.5
+        assert lead_s > 0, f"the processes took {-lead_s:.0f} s too long: raise REPORT_LEAD"
+        time.sleep(lead_s)
+
+
+def _warm_up(proc: Proc) -> str:
+    """The gateway's last warm-up line (what it relearned and how long it took)."""
+    lines = [line for line in proc.text().splitlines() if "warm-up:" in line]
+    return lines[-1].split("warm-up:", 1)[1].strip() if lines else ""
+
+
 def _kill(proc: Proc) -> float:
     """SIGKILL, as a host losing power; when it was dead (monotonic clock)."""
     proc.proc.send_signal(signal.SIGKILL)
@@ -224,7 +266,7 @@ class Cluster:
         return Proc(name, proc, log)
 
     def shard_gateway(self, shard: int) -> Proc:
-        env = {**self.common, **self.gateway, "SUMPWATCH_MQTT_SHARD": str(shard)}
+        env = {**self.common, **self.gateway, "SUMPWATCH_MQTT__SHARD": str(shard)}
         gw = self.start(f"gw{shard}", ["gateway", "--no-api"], env)
         _wait(lambda: "subscribed" in gw.text().lower(), 30, f"{gw.name} up", gw)
         return gw
@@ -235,7 +277,7 @@ class Cluster:
 
     def web_server(self, name: str) -> tuple[Proc, int]:
         port = free_port()
-        web = self.start(name, ["api"], {**self.common, "SUMPWATCH_API_PORT": str(port)})
+        web = self.start(name, ["api"], {**self.common, "SUMPWATCH_API__PORT": str(port)})
         wait_http(web.proc, port, web.log)
         return web, port
 
@@ -270,6 +312,42 @@ class Fleet:
         return thread
 
 
+@dataclass(frozen=True)
+class Kill:
+    """When shard 0's holder was killed, and how the standby took over."""
+
+    at_round: int  # of the stream
+    wall: float  # time.time() at the kill
+    due_after_s: float  # the extra report cut, after the kill
+    takeover_s: float  # to the standby's lease
+    ready_s: float  # to its gateway subscribed, detectors warmed up
+
+
+def _kill_during_the_stream(fleet: Fleet, holder: Proc, standby: Proc, cut: ReportCut) -> Kill:
+    """Stream a phase (a high water on shard 1) and SIGKILL ``holder`` a third of the
+    way in, just before ``cut`` falls due; wait for the standby to take over."""
+    cut.wait_for_the_kill()
+    streaming = fleet.stream(1000, SITES[1][0])
+    _wait(lambda: fleet.sent_rounds >= PER_PHASE // 3, 10, "streaming", holder)
+    killed, at_round = _kill(holder), fleet.sent_rounds
+    wall = time.time()
+    streaming.join(30)
+    _wait(lambda: "shard 0: lease taken" in standby.text(), 60, "takeover", standby)
+    takeover_s = time.monotonic() - killed
+    _wait(lambda: "warm-up:" in standby.text(), 60, "warm-up", standby)
+    _wait(lambda: "subscribed" in standby.text().lower(), 60, "subscribed", standby)
+    ready_s = time.monotonic() - killed
+    return Kill(at_round, wall, cut.at.timestamp() - wall, takeover_s, ready_s)
+
+
+def _assert_written_once_after(kill: Kill, files: list[Path], expected: int, why: str) -> None:
+    """The extra report fell due after the kill and was written once, after it (so by
+    a survivor: the killed gateway cannot have)."""
+    assert kill.due_after_s > 0, why
+    assert len(files) == expected, why
+    assert min(p.stat().st_mtime for p in files) > kill.wall, why
+
+
 @pytest.fixture
 def smtp() -> Iterator[tuple[int, KeepMessages]]:
     port = free_port()
@@ -284,26 +362,31 @@ def _settings(
     database: str,
     pg_url: str,
     smtp_port: int,
+    report_cut: datetime,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The settings every process shares, and those the gateways add: one shard count
     and client-id prefix, the SMTP server, one report folder (a shared volume)."""
     common = {
         "SUMPWATCH_SITES_FILE": str(_registry(tmp_path / "sites.toml")),
-        "SUMPWATCH_MQTT_HOST": broker.host,
-        "SUMPWATCH_MQTT_PORT": str(broker.port),
-        "SUMPWATCH_STATE_URL": pg_url,
-        "SUMPWATCH_STORE": "influxdb",
-        "SUMPWATCH_INFLUX_URL": influx.url,
-        "SUMPWATCH_INFLUX_DATABASE": database,
-        "SUMPWATCH_RATE_LIMIT_FACTOR": "0",
-        "SUMPWATCH_AUTH_ENABLED": "false",
+        "SUMPWATCH_MQTT__HOST": broker.host,
+        "SUMPWATCH_MQTT__PORT": str(broker.port),
+        "SUMPWATCH_STORE__STATE_URL": pg_url,
+        "SUMPWATCH_STORE__BACKEND": "influxdb",
+        "SUMPWATCH_INFLUX__URL": influx.url,
+        "SUMPWATCH_INFLUX__DATABASE": database,
+        "SUMPWATCH_VALIDATION__RATE_LIMIT_FACTOR": "0",
+        "SUMPWATCH_API__AUTH_ENABLED": "false",
     }
     gateway = {
-        "SUMPWATCH_MQTT_CLIENT_ID": CLIENT_ID,
-        "SUMPWATCH_MQTT_SHARDS": str(SHARDS),
-        "SUMPWATCH_ALERTS_FILE": str(_alert_routing(tmp_path / "alerts.toml", smtp_port)),
-        "SUMPWATCH_REPORTS_DIR": str(tmp_path / "reports"),
-        "SUMPWATCH_REPORT_SCHEDULE": "true",
+        "SUMPWATCH_MQTT__CLIENT_ID": CLIENT_ID,
+        "SUMPWATCH_MQTT__SHARDS": str(SHARDS),
+        "SUMPWATCH_ALERTS__FILE": str(_alert_routing(tmp_path / "alerts.toml", smtp_port)),
+        "SUMPWATCH_REPORTS__DIR": str(tmp_path / "reports"),
+        "SUMPWATCH_REPORTS__SCHEDULE": "true",
+        # One extra report, due at its cut (no settle), looked for every second.
+        "SUMPWATCH_REPORTS__EXTRA_CUTS": json.dumps([report_cut.isoformat()]),
+        "SUMPWATCH_REPORTS__SETTLE_S": "0",
+        "SUMPWATCH_REPORTS__CHECK_S": "1",
     }
     return common, gateway
 
@@ -318,7 +401,10 @@ def test_three_gateways_two_web_servers_survive_a_killed_shard_holder(
 ) -> None:
     started = time.monotonic()
     smtp_port, mail = smtp
-    common, gateway = _settings(tmp_path, mosquitto, influxd, influx_database, pg_url, smtp_port)
+    cut = ReportCut((datetime.now(UTC) + REPORT_LEAD).replace(microsecond=0), tmp_path / "reports")
+    common, gateway = _settings(
+        tmp_path, mosquitto, influxd, influx_database, pg_url, smtp_port, cut.at
+    )
     fleet = Fleet(mosquitto)
 
     def all_stored() -> bool:
@@ -345,12 +431,8 @@ def test_three_gateways_two_web_servers_survive_a_killed_shard_holder(
         # During: the fleet streams (a high water on shard 1, mailed by its gateway);
         # a third of the way in, shard 0's gateway is killed. What it had received but
         # not acknowledged is redelivered; the rest the broker queues for its session.
-        streaming = fleet.stream(1000, SITES[1][0])
-        _wait(lambda: fleet.sent_rounds >= PER_PHASE // 3, 10, "streaming", gw0)
-        killed, at_round = _kill(gw0), fleet.sent_rounds
-        streaming.join(30)
-        _wait(lambda: "shard 0: lease taken" in standby.text(), 60, "takeover", standby)
-        takeover_s = time.monotonic() - killed
+        # The stream starts so that the kill comes just before the extra report's cut.
+        kill = _kill_during_the_stream(fleet, gw0, standby, cut)
         drained_s = _wait(all_stored, 30, "drained", *gateways)
         # After: the standby, now shard 0's gateway, mails a high water there.
         fleet.send(2000, SITES[0][1])
@@ -359,6 +441,7 @@ def test_three_gateways_two_web_servers_survive_a_killed_shard_holder(
         _wait(lambda: set(_high_water_mail(mail)) == high, 30, f"mails {high}", *gateways)
         # The report job: the survivors try its lock every 10 s.
         _wait(lambda: _job_takers(gw1, standby) >= 1, 25, "report job taken", gw1, standby)
+        expected = cut.wait_written(tmp_path / "sites.toml", gw1, standby)
         time.sleep(2)  # a late duplicate (an e-mail, a second taker) would show by now
 
         stored = _stored(influxd, influx_database)
@@ -366,13 +449,17 @@ def test_three_gateways_two_web_servers_survive_a_killed_shard_holder(
         takers = [p.name for p in (gw1, standby) if _job_takers(p)]
         files = [p for p in (tmp_path / "reports").rglob("*") if p.is_file()]
         written = sum(_written(g) for g in gateways)
+        at_cut = cut.files()
         for proc in (gw1, standby, web_a, web_b):
             assert proc.proc.poll() is None, f"{proc.name} died:\n{proc.text()[-3000:]}"
 
     mails = Counter((str(m["To"]), str(m["Subject"])) for m in mail.messages)
     figures = (
-        f"SIGKILL after {at_round} of {PER_PHASE} rounds of the stream; "
-        f"takeover {takeover_s:.1f} s after it (bound {TAKEOVER_BOUND_S:.0f} s), "
+        f"SIGKILL after {kill.at_round} of {PER_PHASE} rounds of the stream; "
+        f"takeover {kill.takeover_s:.1f} s after it (bound {TAKEOVER_BOUND_S:.0f} s), "
+        f"warmed up and subscribed {kill.ready_s:.1f} s after it "
+        f"(warm-up: {_warm_up(standby)}); extra report due {kill.due_after_s:.1f} s after "
+        f"the kill, {len(at_cut)} files (expected {expected}); "
         f"queue drained {drained_s:.1f} s later; published {fleet.published.total()}, "
         f"stored {sum(stored.values())} {dict(sorted(stored.items()))}; "
         f"e-mails {len(mail.messages)} ({_high_water_mail(mail).total()} high water); "
@@ -380,13 +467,14 @@ def test_three_gateways_two_web_servers_survive_a_killed_shard_holder(
         f"{written}; report job taken over by {takers}; wall {time.monotonic() - started:.0f} s"
     )
     print(figures)
-    assert takeover_s < TAKEOVER_BOUND_S, figures
+    assert kill.takeover_s < TAKEOVER_BOUND_S, figures
     assert stored == fleet.published, figures
     assert _high_water_mail(mail) == dict.fromkeys(high, 1), figures
     assert [m for m, n in mails.items() if n > 1] == [], figures
     assert len(mail.messages) == len(views[0]), figures  # one e-mail per alert
     assert len(takers) == 1, figures
     assert written == len(files), figures
+    _assert_written_once_after(kill, at_cut, expected, figures)
     assert views[0] == views[1], figures
     raised = {(a["site_id"], a["rule_id"]) for a in views[0]}
     assert {(site, "high_water") for site in (SITES[0][0], SITES[1][0], SITES[0][1])} <= raised

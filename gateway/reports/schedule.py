@@ -12,6 +12,10 @@ A report is due ``SETTLE`` after its cut (rollups lag real time by minutes) and 
 written once: an existing file is skipped, so restarts and repeated runs are
 harmless, and files missed while the gateway was down are written when it is back
 (up to ``CATCH_UP`` late).
+
+:class:`ReportTimes` adds cuts of an operator's choosing (a drill, the cluster
+proof's report due in the middle of a failover) and sets the settle time; they are
+written like the season's, to ``through-<YYYY-MM-DDTHHMMSSZ>`` folders.
 """
 
 from __future__ import annotations
@@ -51,6 +55,15 @@ SCHEDULED_UNITS: UnitSystem = "us"
 
 
 @dataclass(frozen=True, slots=True)
+class ReportTimes:
+    """When reports fall due: the season's cuts plus ``extra_cuts`` (UTC instants;
+    one out of season reports the season last ended), each ``settle`` after its cut."""
+
+    extra_cuts: tuple[datetime, ...] = ()
+    settle: timedelta = SETTLE
+
+
+@dataclass(frozen=True, slots=True)
 class DueReport:
     """One report file the schedule should have written by now."""
 
@@ -74,11 +87,20 @@ def _month_starts(period: SeasonPeriod) -> list[date]:
     return out
 
 
-def _cuts(period: SeasonPeriod) -> list[tuple[Literal["monthly", "final"], datetime, str]]:
+def _cuts(
+    period: SeasonPeriod, extra: Sequence[datetime] = ()
+) -> list[tuple[Literal["monthly", "final"], datetime, str]]:
     cuts: list[tuple[Literal["monthly", "final"], datetime, str]] = [
         ("monthly", period.local_midnight(d), f"through-{d.isoformat()}")
         for d in _month_starts(period)
     ]
+    cuts.extend(
+        ("monthly", cut, f"through-{cut.astimezone(UTC):%Y-%m-%dT%H%M%SZ}")
+        for cut in extra
+        # The season under way at the cut, or out of season the one last ended (seasons
+        # start a year apart, so each cut belongs to exactly one).
+        if period.start < cut <= period.start + timedelta(days=365) and cut != period.end
+    )
     cuts.append(("final", period.end, "final"))
     return cuts
 
@@ -89,6 +111,7 @@ def due_reports(
     out_dir: Path,
     *,
     formats: Sequence[ReportFormat] = DEFAULT_FORMATS,
+    times: ReportTimes = ReportTimes(),
 ) -> list[DueReport]:
     """Every scheduled report whose time has come at ``now`` (written or not)."""
     by_jurisdiction: dict[str, list[SiteConfig]] = {}
@@ -100,8 +123,8 @@ def due_reports(
         for first_year in (now.year - 1, now.year):
             season = season_label(first_year)
             period = season_period(season, pack, sites[0].timezone)
-            for kind, cut, folder_name in _cuts(period):
-                if cut + SETTLE > now or cut < now - CATCH_UP:
+            for kind, cut, folder_name in _cuts(period, times.extra_cuts):
+                if cut + times.settle > now or cut < now - CATCH_UP:
                     continue
                 folder = out_dir / f"winter-{season}" / jurisdiction / folder_name
                 for fmt in formats:
@@ -122,13 +145,14 @@ async def run_schedule_once(
     *,
     now: datetime,
     formats: Sequence[ReportFormat] = DEFAULT_FORMATS,
+    times: ReportTimes = ReportTimes(),
 ) -> list[Path]:
     """Write every due report that does not exist yet; return the files written.
 
     A report missing in several formats is assembled once and rendered in each.
     """
     missing: dict[tuple[str, datetime, str, str | None], list[DueReport]] = {}
-    for item in due_reports(now, sources, out_dir, formats=formats):
+    for item in due_reports(now, sources, out_dir, formats=formats, times=times):
         if not await asyncio.to_thread(item.path.exists):
             key = (item.season, item.cut, item.jurisdiction, item.site)
             missing.setdefault(key, []).append(item)
@@ -164,11 +188,12 @@ async def run_report_schedule(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     interval_s: float = CHECK_EVERY_S,
     formats: Sequence[ReportFormat] = DEFAULT_FORMATS,
+    times: ReportTimes = ReportTimes(),
 ) -> None:
     """Run forever: write due reports, then wait ``interval_s`` (a TaskGroup task)."""
     while True:
         try:
-            await run_schedule_once(sources, out_dir, now=clock(), formats=formats)
+            await run_schedule_once(sources, out_dir, now=clock(), formats=formats, times=times)
         except (SumpWatchError, OSError) as exc:
             log.error("report schedule: %s", exc)
         await sleep(interval_s)

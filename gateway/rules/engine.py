@@ -263,6 +263,24 @@ class RulesEngine:
             if detector is not None:
                 detector.restore()
 
+    def warm_up(self, readings: Iterable[Reading], findings: Iterable[Finding]) -> int:
+        """Relearn the detectors' state (baselines, calibrations, cycles) from readings
+        another gateway already judged, then continue ``findings`` (the stored open
+        ones): the replay's own events are dropped, so nothing opens or goes out twice.
+        Readings in device-time order per node; returns how many were fed."""
+        fed, told = 0, self.on_not_evaluated
+        self.on_not_evaluated = None  # late spans were recorded by the gateway that judged them
+        try:
+            for r in readings:
+                self.on_reading(r)
+                fed += 1
+        finally:
+            self.on_not_evaluated = told
+        self._open.clear()
+        self._emitted.clear()
+        self.restore(findings)
+        return fed
+
     def open_findings(self) -> list[Finding]:
         """Every open finding held in memory."""
         return list(self._open.values())
