@@ -30,6 +30,7 @@ from gateway.rules.thresholds import (
     FLOW_PRESENT_LPM,
     FREEZING_C,
     LONG_RUN_FACTOR,
+    NET_RATE_FLOOR_SHARE,
     OFF_MARK_CLUSTER_CM,
     THAW_AIR_C,
     THAW_FOR,
@@ -205,16 +206,26 @@ class CycleTracker:
         self.lows: deque[float] = deque(maxlen=12)
         #: Spans of recent runs (sample before to sample after), s.
         self.run_lengths: deque[float] = deque(maxlen=15)
-        #: Net level fall rate while pumping (cm/s), from runs with two on-samples or more.
-        self.net_rates: deque[float] = deque(maxlen=15)
+        #: Gross pumping rate (cm/s: the net fall plus the inflow at the run's start),
+        #: from runs with two on-samples or more.
+        self.pump_rates: deque[float] = deque(maxlen=15)
 
     def net_rate_cm_s(self) -> float | None:
-        """Net fall rate while pumping: the median of runs with two on-samples or more,
-        None before 3 (a run shorter than the pit interval never shows it)."""
-        if len(self.net_rates) < 3:
+        """Net fall rate while pumping now, None before 3 runs with two on-samples or
+        more (a run shorter than the pit interval never shows it).
+
+        The pit's balance while the pump runs: the level falls at the pump's rate
+        less the inflow. The pump's rate is a property of the pump and the line
+        (learned as the median of runs' net fall plus the inflow then); the inflow
+        is the weather's. In a storm the same pump drains the pit more slowly, and
+        runs last longer than dry weather's net rate says. Never taken below a
+        quarter of the pump's rate: a run that ended at the float outpaced inflow.
+        """
+        if len(self.pump_rates) < 3:
             return None
-        ordered = sorted(self.net_rates)
-        return ordered[len(ordered) // 2]
+        ordered = sorted(self.pump_rates)
+        pump = ordered[len(ordered) // 2]
+        return max(pump - self.fill_rate_cm_s(), NET_RATE_FLOOR_SHARE * pump)
 
     def off_level_cm(
         self, registered_cm: float, tolerance_cm: float, spread_cm: float = 0.0
@@ -396,7 +407,7 @@ class CycleTracker:
         first, last = c.first_on_level_cm, c.last_on_level_cm
         span = (c.last_on_ts - c.first_on_ts).total_seconds()
         if first is not None and last is not None and span > 0 and first > last:
-            self.net_rates.append((first - last) / span)
+            self.pump_rates.append((first - last) / span + self.run_fill_rate)
 
     def _close_fill(self, last_off: PitSample) -> None:
         start = self._fill_from
