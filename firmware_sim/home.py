@@ -382,45 +382,64 @@ class HomeSim:
     def _substep(self, t: float, remaining: float, hours: float) -> float:
         """Integrate up to the next event (or ``remaining``); return the time used."""
         pit = self.model.pit
-        c = self.counters
         q_in = self.inflow_lpm
         q_back = self.backflow_lpm if self.backflow_left_l > 0 else 0.0
         q_pump, _, q_hose = self._pump_flows_now(hours)
-        stuck = self.fault_active("float_stuck", hours)
         if self.level_cm <= pit.intake_cm + EPS_CM and q_pump > 0:
             # Pump snoring at its intake: it can move only what flows in.
             q_pump = min(q_pump, q_in + q_back)
-        if self.level_cm <= pit.intake_cm + EPS_CM and q_pump > 0:
             q_hose *= q_pump / max(self._pump_flow_now(hours), 1e-9)
         full_hose = self.diverted and self.share >= 1.0
         filling = (not full_hose) and self.line_l < self.indoor_volume_l - 1e-9
-        net = q_in + q_back - q_pump
-        rate = net * 1000.0 / 60.0 / self.area_cm2  # cm/s
-        limit = remaining
+        rate = (q_in + q_back - q_pump) * 1000.0 / 60.0 / self.area_cm2  # cm/s
+        limit = self._mark_limit(rate, remaining, hours)
+        if filling and q_pump > 0:
+            limit = min(limit, (self.indoor_volume_l - self.line_l) / q_pump * 60.0)
+        if q_back > 0:
+            limit = min(limit, self.backflow_left_l / q_back * 60.0)
+        limit = max(limit, 1e-6)
+        self._advance(limit / 60.0, (q_in, q_back, q_pump, q_hose), full_hose, filling)
+        level = self.level_cm + rate * limit
+        if level > pit.depth_cm:
+            self.counters.overflow_l += (level - pit.depth_cm) * self.area_cm2 / 1000.0
+            level = pit.depth_cm
+        self.level_cm = max(level, 0.0)
+        return limit
+
+    def _mark_limit(self, rate: float, remaining: float, hours: float) -> float:
+        """Time (s, at most ``remaining``) until the level at ``rate`` reaches the next
+        mark that changes the physics: a float's, the intake, the rim."""
+        pit = self.model.pit
+        targets: list[float] = []
         if rate < 0:
             targets = [pit.intake_cm]
-            if self.motor_on and not stuck:
+            if self.motor_on and not self.fault_active("float_stuck", hours):
                 targets.append(pit.pump_off_cm)
             if self.backup_on and self.backup is not None:
                 targets.append(self.model.pump.backup_off_cm)
-            for mark in targets:
-                if self.level_cm > mark + EPS_CM:
-                    limit = min(limit, (self.level_cm - mark) / -rate)
+            gaps = [self.level_cm - m for m in targets if self.level_cm > m + EPS_CM]
         elif rate > 0:
             targets = [pit.depth_cm]
             if not self.motor_on:
                 targets.append(pit.pump_on_cm)
             if self.backup is not None and not self.backup_on:
                 targets.append(self.model.pump.backup_on_cm)
-            for mark in targets:
-                if self.level_cm < mark - EPS_CM:
-                    limit = min(limit, (mark - self.level_cm) / rate)
-        if filling and q_pump > 0:
-            limit = min(limit, (self.indoor_volume_l - self.line_l) / q_pump * 60.0)
-        if q_back > 0:
-            limit = min(limit, self.backflow_left_l / q_back * 60.0)
-        limit = max(limit, 1e-6)
-        minutes = limit / 60.0
+            gaps = [m - self.level_cm for m in targets if self.level_cm < m - EPS_CM]
+        else:
+            gaps = []
+        return min([remaining, *(g / abs(rate) for g in gaps)])
+
+    def _advance(
+        self,
+        minutes: float,
+        flows: tuple[float, float, float, float],
+        full_hose: bool,
+        filling: bool,
+    ) -> None:
+        """Book ``minutes`` of the flows (in, back, pump, hose; L/min) on the counters,
+        the line's fill and the outlet."""
+        q_in, q_back, q_pump, q_hose = flows
+        c = self.counters
         c.inflow_l += q_in * minutes
         c.backflow_l += q_back * minutes
         c.pumped_l += q_pump * minutes
@@ -440,12 +459,6 @@ class HomeSim:
             self.line_l = min(self.indoor_volume_l, self.line_l + moved)
         else:
             c.outlet_l += moved
-        level = self.level_cm + rate * limit
-        if level > pit.depth_cm:
-            c.overflow_l += (level - pit.depth_cm) * self.area_cm2 / 1000.0
-            level = pit.depth_cm
-        self.level_cm = max(level, 0.0)
-        return limit
 
     def _inflow(self, weather: Weather, dt_s: float) -> None:
         """Drain tile inflow from two linear reservoirs fed by rain and snowmelt."""

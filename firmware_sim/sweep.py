@@ -116,8 +116,8 @@ def _registered_pit(rng: random.Random, pit: dict[str, float]) -> dict[str, floa
     }
 
 
-def draw_house(rng: random.Random, season: str, *, frost_safe: bool = True) -> _House:
-    """A house as plumbers build them: every number drawn from its ordinary range."""
+def _draw_pit(rng: random.Random) -> tuple[dict[str, float], float, float]:
+    """A pit's size and float marks (and its unrounded diameter and depth)."""
     diameter = rng.uniform(36.0, 61.0)
     depth = rng.uniform(56.0, 91.0)
     off = rng.uniform(12.0, 25.0)
@@ -133,6 +133,13 @@ def draw_house(rng: random.Random, season: str, *, frost_safe: bool = True) -> _
         "alarm_cm": round(alarm, 1),
         "intake_cm": round(min(6.0, off / 2), 1),
     }
+    return pit, diameter, depth
+
+
+def _draw_line(
+    rng: random.Random, depth: float, frost_safe: bool
+) -> tuple[dict[str, Any], float, float, float]:
+    """A discharge line (and its lift, pipe size and total length) out of a pit this deep."""
     lift = rng.uniform(max(1.0, depth / 100 + 0.3), 4.0)
     pipe_in = rng.choice((1.0, 1.25, 1.5))
     total = rng.uniform(3.0, 30.0)
@@ -151,6 +158,14 @@ def draw_house(rng: random.Random, season: str, *, frost_safe: bool = True) -> _
     }
     if destination != "storm_lateral" and rng.random() < 0.5:
         line["outlet_to_walkway_ft"] = round(rng.uniform(15.0, 60.0), 0)
+    return line, lift, pipe_in, total
+
+
+def draw_house(rng: random.Random, season: str, *, frost_safe: bool = True) -> _House:
+    """A house as plumbers build them: every number drawn from its ordinary range."""
+    pit, diameter, depth = _draw_pit(rng)
+    line, lift, pipe_in, total = _draw_line(rng, depth, frost_safe)
+    destination = line["destination"]
     hp = _pick_pump(rng, lift, total, pipe_in)
     shutoff, gpm, amps = PUMPS[hp]
     tap = rng.choice(TAPS)
@@ -188,22 +203,30 @@ def draw_house(rng: random.Random, season: str, *, frost_safe: bool = True) -> _
             "line_rise_m": round(lift * rng.uniform(0.85, 1.15), 1),
         },
     }
-    dims = {
+    return _House(home, _dims(home, season, hp, diameter, lift, total), season)
+
+
+def _dims(
+    home: dict[str, Any], season: str, hp: str, diameter: float, lift: float, total: float
+) -> dict[str, str]:
+    """The sweep dimensions a drawn house is tagged with."""
+    interval, noise = home["pit_interval_s"], home["sensor_noise"]
+    line = home["line"]
+    return {
         "season": season,
-        "tap": tap,
-        "tap_registered": "yes" if tap_registered else "no",
+        "tap": home["pressure_tap"],
+        "tap_registered": "yes" if home["tap_registered"] else "no",
         "interval": f"{interval:g}s",
         "noise": f"x{noise:g}",
-        "dropout": f"{dropout:g}",
-        "current_sensor": "yes" if current else "no",
+        "dropout": f"{home['dropout']:g}",
+        "current_sensor": "yes" if home["pump_current_sensor"] else "no",
         "pump": f"{hp} hp",
         "pit_diameter": "36-45 cm" if diameter < 45 else ("45-53 cm" if diameter < 53 else "53-61"),
         "lift": f"{math.floor(lift)}-{math.floor(lift) + 1} m",
         "line_length": _length_tag(total),
-        "pipe": f"{pipe_in:g} in",
-        "destination": destination,
+        "pipe": f"{line['pipe_inside_diameter_in']:g} in",
+        "destination": line["destination"],
     }
-    return _House(home, dims, season)
 
 
 def _weather(rng: random.Random, season: str, events: list[dict[str, Any]]) -> dict[str, Any]:

@@ -162,7 +162,6 @@ SMOKE_NOT_YET = frozenset(
     {
         "sanitary_discharge: precision",  # a failed check valve on a long line reads dry
         "frozen_line: precision",  # an air-locked pump in frost, tap not registered
-        "short_cycling: precision",
         "short_cycling: recall",  # failed valves on 30-60 s nodes
         "pump_failure: recall",  # the same air-locked pump (reported as a frozen line)
         "sanitary_discharge at 100%",  # long lines at 10-30 s outlet sampling
@@ -207,6 +206,17 @@ def test_full_sweep_meets_the_issue_14_targets() -> None:
     assert full.clean_weeks >= 200
     assert sum(rs.labels for rs in full.total.rules.values()) >= 200
     assert missed_targets(full) == []
+
+
+@pytest.mark.parametrize("name", ["clean-243", "clean-269"])
+def test_a_noisy_clean_house_on_30_s_nodes_raises_no_short_cycling(name: str) -> None:
+    # Two clean site-weeks of the full sweep (3x level noise, 30 s pit node, short
+    # lines whose backflow would be under the noise): the excess's own scatter crossed
+    # the threshold now and then and opened short cycling four times in all.
+    (case,) = [c for c in build_sweep(1) if c.name == name]
+    week = score_sweep([case], workers=1)
+    assert week.clean_weeks == 1
+    assert week.total.normal_findings == []
 
 
 def test_the_sweep_report_renders_as_markdown_for_the_docs(smoke: SweepScore) -> None:

@@ -62,6 +62,10 @@ SANITARY_EVIDENCE_TO_OPEN = 4.0
 #: pump cycle shorter than the sample interval.
 UNSEEN_CYCLE_DROP_CM = 6.0
 
+#: A run the float ended outpaced the inflow: its net fall is taken as at least
+#: this share of the pump's learned rate, however high the inflow reads.
+NET_RATE_FLOOR_SHARE = 0.25
+
 # --- check valve / short cycling -------------------------------------------------
 #: Window after pump stop in which water falling back from the riser shows up.
 BACKFLOW_WINDOW = timedelta(seconds=25)
@@ -114,6 +118,10 @@ TREND_PERIODS = 3
 SHORT_CYCLE_WINDOW = 4
 SHORT_CYCLE_TO_OPEN = 3
 SHORT_CYCLE_CLEAR_MAX = 0
+#: The window's mean must clear the threshold by this many standard errors of the
+#: site's own excess (its scatter over the last SHORT_CYCLE_HISTORY periods).
+SHORT_CYCLE_SE_FACTOR = 2.0
+SHORT_CYCLE_HISTORY = 12
 
 # --- continuous run (stuck float) ------------------------------------------------
 #: A normal cycle empties the band between the marks in well under a minute; a

@@ -30,6 +30,7 @@ from gateway.rules.thresholds import (
     FLOW_PRESENT_LPM,
     FREEZING_C,
     LONG_RUN_FACTOR,
+    NET_RATE_FLOOR_SHARE,
     OFF_MARK_CLUSTER_CM,
     THAW_AIR_C,
     THAW_FOR,
@@ -205,16 +206,26 @@ class CycleTracker:
         self.lows: deque[float] = deque(maxlen=12)
         #: Spans of recent runs (sample before to sample after), s.
         self.run_lengths: deque[float] = deque(maxlen=15)
-        #: Net level fall rate while pumping (cm/s), from runs with two on-samples or more.
-        self.net_rates: deque[float] = deque(maxlen=15)
+        #: Gross pumping rate (cm/s: the net fall plus the inflow at the run's start),
+        #: from runs with two on-samples or more.
+        self.pump_rates: deque[float] = deque(maxlen=15)
 
     def net_rate_cm_s(self) -> float | None:
-        """Net fall rate while pumping: the median of runs with two on-samples or more,
-        None before 3 (a run shorter than the pit interval never shows it)."""
-        if len(self.net_rates) < 3:
+        """Net fall rate while pumping now, None before 3 runs with two on-samples or
+        more (a run shorter than the pit interval never shows it).
+
+        The pit's balance while the pump runs: the level falls at the pump's rate
+        less the inflow. The pump's rate is a property of the pump and the line
+        (learned as the median of runs' net fall plus the inflow then); the inflow
+        is the weather's. In a storm the same pump drains the pit more slowly, and
+        runs last longer than dry weather's net rate says. Never taken below a
+        quarter of the pump's rate: a run that ended at the float outpaced inflow.
+        """
+        if len(self.pump_rates) < 3:
             return None
-        ordered = sorted(self.net_rates)
-        return ordered[len(ordered) // 2]
+        ordered = sorted(self.pump_rates)
+        pump = ordered[len(ordered) // 2]
+        return max(pump - self.fill_rate_cm_s(), NET_RATE_FLOOR_SHARE * pump)
 
     def off_level_cm(
         self, registered_cm: float, tolerance_cm: float, spread_cm: float = 0.0
@@ -303,51 +314,13 @@ class CycleTracker:
             # Steady fill only: water falling back after a stop is not noise.
             self._diffs.append(s.level_cm - prev.level_cm)
         if prev is None:
-            if s.pump_on:
-                self._run = [s]
-                self._before = s
-                self.run_start_level = s.level_cm
-            else:
-                self._fill_from = s
+            self._first(s)
             return None
         if s.pump_on:
-            if not self._run:
-                self._run = [s]
-                self._before = prev
-                self.starts.append(s.ts)
-                self._close_fill(prev)
-                if not prev.pump_on:
-                    self.start_levels.append(prev.level_cm)
-                self.run_start_level = max(prev.level_cm, s.level_cm)
-                self.run_fill_rate = self.fill_rate_cm_s()
-            else:
-                self._run.append(s)
+            self._running(prev, s)
             return None
         if self._run:
-            run, before = self._run, self._before or prev
-            self._run = []
-            self._fill_from = None
-            self.last_end = s.ts
-            self.run_start_level = None
-            cycle = PumpCycle(
-                before_ts=before.ts,
-                first_on_ts=run[0].ts,
-                last_on_ts=run[-1].ts,
-                end_ts=s.ts,
-                start_level_cm=max(before.level_cm, run[0].level_cm),
-                low_level_cm=min(min(r.level_cm for r in run), s.level_cm),
-                seen=True,
-                first_on_level_cm=run[0].level_cm,
-                last_on_level_cm=run[-1].level_cm,
-                before_level_cm=before.level_cm,
-                end_level_cm=s.level_cm,
-            )
-            self._learn_low(cycle)
-            self._learn_rates(cycle)
-            seconds = cycle.est_duration.total_seconds()
-            if seconds > 0 and cycle.drop_cm > 0:
-                self.drain_rates.append(cycle.drop_cm / seconds + self.fill_rate_cm_s())
-            return cycle
+            return self._end_run(prev, s)
         if prev.level_cm - s.level_cm >= UNSEEN_CYCLE_DROP_CM:
             # The pump ran between two samples: a cycle shorter than the interval.
             self.starts.append(s.ts)
@@ -360,6 +333,56 @@ class CycleTracker:
         if self._fill_from is None and settled:
             self._fill_from = s
         return None
+
+    def _first(self, s: PitSample) -> None:
+        """The site's first sample: a run already under way, or the start of a fill."""
+        if s.pump_on:
+            self._run = [s]
+            self._before = s
+            self.run_start_level = s.level_cm
+        else:
+            self._fill_from = s
+
+    def _running(self, prev: PitSample, s: PitSample) -> None:
+        """A sample with the pump on: a run starts (the fill before it closes) or goes on."""
+        if self._run:
+            self._run.append(s)
+            return
+        self._run = [s]
+        self._before = prev
+        self.starts.append(s.ts)
+        self._close_fill(prev)
+        if not prev.pump_on:
+            self.start_levels.append(prev.level_cm)
+        self.run_start_level = max(prev.level_cm, s.level_cm)
+        self.run_fill_rate = self.fill_rate_cm_s()
+
+    def _end_run(self, prev: PitSample, s: PitSample) -> PumpCycle:
+        """The first sample after a run: the cycle it closes, learned from."""
+        run, before = self._run, self._before or prev
+        self._run = []
+        self._fill_from = None
+        self.last_end = s.ts
+        self.run_start_level = None
+        cycle = PumpCycle(
+            before_ts=before.ts,
+            first_on_ts=run[0].ts,
+            last_on_ts=run[-1].ts,
+            end_ts=s.ts,
+            start_level_cm=max(before.level_cm, run[0].level_cm),
+            low_level_cm=min(*(r.level_cm for r in run), s.level_cm),
+            seen=True,
+            first_on_level_cm=run[0].level_cm,
+            last_on_level_cm=run[-1].level_cm,
+            before_level_cm=before.level_cm,
+            end_level_cm=s.level_cm,
+        )
+        self._learn_low(cycle)
+        self._learn_rates(cycle)
+        seconds = cycle.est_duration.total_seconds()
+        if seconds > 0 and cycle.drop_cm > 0:
+            self.drain_rates.append(cycle.drop_cm / seconds + self.fill_rate_cm_s())
+        return cycle
 
     def usual_run_s(self) -> float | None:
         """Median span of recent runs (sample before to sample after), None before 3."""
@@ -384,7 +407,7 @@ class CycleTracker:
         first, last = c.first_on_level_cm, c.last_on_level_cm
         span = (c.last_on_ts - c.first_on_ts).total_seconds()
         if first is not None and last is not None and span > 0 and first > last:
-            self.net_rates.append((first - last) / span)
+            self.pump_rates.append((first - last) / span + self.run_fill_rate)
 
     def _close_fill(self, last_off: PitSample) -> None:
         start = self._fill_from

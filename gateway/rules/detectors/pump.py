@@ -6,6 +6,7 @@ time and on the pit's own marks from the registry.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -49,6 +50,8 @@ from gateway.rules.thresholds import (
     OFF_MARK_TOLERANCE_CM,
     RISER_TAP_MIN_KPA,
     SHORT_CYCLE_CLEAR_MAX,
+    SHORT_CYCLE_HISTORY,
+    SHORT_CYCLE_SE_FACTOR,
     SHORT_CYCLE_TO_OPEN,
     SHORT_CYCLE_WINDOW,
     TREND_MAX_GAP,
@@ -250,6 +253,8 @@ class ShortCyclingDetector:
         self.active = False
         self._pending: _Pending | None = None
         self._judged: deque[float] = deque(maxlen=SHORT_CYCLE_WINDOW)
+        #: The site's recent excesses, for their scatter.
+        self._history: deque[float] = deque(maxlen=SHORT_CYCLE_HISTORY)
         #: The last inflow rate fitted on a period's late part: (when, cm/s).
         self._rate: tuple[datetime, float] | None = None
         #: The last few fitted late rates, for the inflow's trend.
@@ -333,13 +338,36 @@ class ShortCyclingDetector:
         reference = state.cycles.off_level_cm(
             pit.pump_off_cm, OFF_MARK_TOLERANCE_CM, state.ctx.cm(state.ctx.line_volume_l)
         )
-        excess = anchor_level - reference - max(rate, 0.0) * (anchor_ts - stop).total_seconds()
-        excess -= receding
+        carried = max(rate, 0.0) * (anchor_ts - stop).total_seconds()
+        excess = anchor_level - reference - carried - receding
+        # The rate carried back to the stop is one period's; the inflow itself varies
+        # from period to period by the scatter of the recent fills (a few % for
+        # groundwater, tens of % in a storm). That much of the carried rise is not
+        # known, and a rise it could explain is not counted as backflow.
+        excess -= self._inflow_scatter(state) * carried
         # What comes back is at most the line's contents (registered length may be
         # 20 % off): a larger excess is the inflow changing (rain), not backflow.
         line_cm = state.ctx.cm(state.ctx.line_volume_l)
         noise = BACKFLOW_NOISE_SIGMAS * state.cycles.level_noise_cm()
         return None if excess > BACKFLOW_MAX_LINE_SHARE * line_cm + noise else excess
+
+    def _standard_error(self) -> float:
+        """Standard error of the judged window's mean, from the robust scatter (MAD)
+        of the site's recent excesses; 0 before SHORT_CYCLE_WINDOW are judged."""
+        if len(self._history) < SHORT_CYCLE_WINDOW:
+            return 0.0
+        ordered = sorted(self._history)
+        mid = ordered[len(ordered) // 2]
+        dev = sorted(abs(x - mid) for x in ordered)
+        return 1.4826 * dev[len(dev) // 2] / math.sqrt(len(self._judged))
+
+    @staticmethod
+    def _inflow_scatter(state: SiteState) -> float:
+        """Relative scatter of the recent inflow rates; 0 before three fills are
+        measured (the period's own fit is the only rate then)."""
+        if len(state.cycles.fill_rates) < 3:
+            return 0.0
+        return state.cycles.fill_rate_spread()
 
     def _receding_cm(self, mid: datetime, rate: float, anchor_s: float, mid_s: float) -> float:
         """Rise an inflow that falls steadily (rain receding) puts before the anchor
@@ -387,9 +415,16 @@ class ShortCyclingDetector:
         if backflow is None:
             return None
         self._judged.append(backflow)
+        self._history.append(backflow)
         hits = sum(1 for b in self._judged if b >= threshold)
         mean = sum(self._judged) / len(self._judged)
-        if not self.active and hits >= SHORT_CYCLE_TO_OPEN and mean >= threshold:
+        # Opening also needs the window's mean clear of the threshold by its own
+        # standard error: the period-to-period scatter of this site's excess (sensor
+        # noise, sampling phase, float repeatability, inflow changes: all of it,
+        # measured, not modelled). A failing valve returns the same water after
+        # every stop (small scatter); noise that only sometimes crosses does not.
+        sure = mean - SHORT_CYCLE_SE_FACTOR * self._standard_error()
+        if not self.active and hits >= SHORT_CYCLE_TO_OPEN and sure >= threshold:
             self.active = True
         elif self.active and hits <= SHORT_CYCLE_CLEAR_MAX and len(self._judged) >= 2:
             self.active = False

@@ -356,6 +356,28 @@ class SanitaryDischargeDetector:
         b.timed = b.timed and timed
         run_s = self._run_seconds(c, state, timed)
         b.run_s += run_s
+        self._pool_run_samples(c, state, end, b)
+        # How many outlet samples fall inside a run is floor or ceil of its length in
+        # intervals (phase random), and that length is itself only estimated from
+        # the pit: each run's count is taken as uncertain by the worst case, 1/4.
+        b.var += RUN_COUNT_VARIANCE
+        b.pit_l += pit_l
+        b.cycles += 1
+        b.end = c.end_ts
+        expected = b.run_s / max(state.outlet.interval_s, 1.0)
+        counted = expected >= 1.0 and b.var**0.5 <= BLOCK_REL_ERROR * expected
+        # Known: the outlet's rate seen by enough flowing samples, or enough samples
+        # inside runs all dry, or the count of in-run samples known to BLOCK_REL_ERROR.
+        dry = not b.wet_flows and b.sure_dry >= MIN_SURE_DRY_SAMPLES
+        known = dry or len(b.wet_flows) >= MIN_RATE_SAMPLES or (counted and bool(b.wet_flows))
+        if not known and b.cycles < BLOCK_MAX_CYCLES:
+            return None
+        self._block = _Block()
+        return self._close_block(b, state)
+
+    def _pool_run_samples(self, c: PumpCycle, state: SiteState, end: datetime, b: _Block) -> None:
+        """Count the outlet samples inside this run that can show a dry outlet, and
+        keep every sample's offset from the run's start (the flowing window's data)."""
         # Only outlet samples inside a run (after the line's fill time) can show a dry
         # outlet: short regular runs can fall between samples cycle after cycle (the
         # pump's period locks to the node's), and a missing flow says nothing then.
@@ -376,22 +398,9 @@ class SanitaryDischargeDetector:
         for o in seen:
             offset = (o.ts - run_start).total_seconds()
             (b.wet_offsets if o.flow_lpm >= FLOW_PRESENT_LPM else b.dry_offsets).append(offset)
-        # How many outlet samples fall inside a run is floor or ceil of its length in
-        # intervals (phase random), and that length is itself only estimated from
-        # the pit: each run's count is taken as uncertain by the worst case, 1/4.
-        b.var += RUN_COUNT_VARIANCE
-        b.pit_l += pit_l
-        b.cycles += 1
-        b.end = c.end_ts
-        expected = b.run_s / max(state.outlet.interval_s, 1.0)
-        counted = expected >= 1.0 and b.var**0.5 <= BLOCK_REL_ERROR * expected
-        # Known: the outlet's rate seen by enough flowing samples, or enough samples
-        # inside runs all dry, or the count of in-run samples known to BLOCK_REL_ERROR.
-        dry = not b.wet_flows and b.sure_dry >= MIN_SURE_DRY_SAMPLES
-        known = dry or len(b.wet_flows) >= MIN_RATE_SAMPLES or (counted and bool(b.wet_flows))
-        if not known and b.cycles < BLOCK_MAX_CYCLES:
-            return None
-        self._block = _Block()
+
+    def _close_block(self, b: _Block, state: SiteState) -> Verdict | None:
+        """The closed block's balance (pit volume vs outlet volume), judged."""
         if b.run_s <= 0 or not b.samples:
             return None  # no run timed or no outlet sample: says nothing
         if not b.wet_flows and b.sure_dry < MIN_SURE_DRY_SAMPLES:

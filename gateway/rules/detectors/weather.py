@@ -189,14 +189,13 @@ class IcingRiskDetector:
         if not self.applies or self.nearest is None:
             return None
         air = state.air
-        air_c = air.air_temp_c if air is not None and now - air.ts <= AIR_MAX_AGE else None
         # The freezing state is the hysteretic one; a silent air node keeps the last
         # known state for a while rather than switching the level.
         fresh = air is not None and now - air.ts <= 8 * AIR_MAX_AGE
         freezing = fresh and state.freeze.freezing
         self._freezing_since = state.freeze.since if freezing else None
-        pack = state.ctx.pack
         local_day = now.astimezone(state.ctx.site.tz).date()
+        pack = state.ctx.pack
         in_season = pack.season.contains(local_day) if pack is not None else False
         volume = state.outlet.volume_since(now - ICING_WINDOW)
         # Hysteresis: stay open down to half the volume that opened it.
@@ -208,9 +207,25 @@ class IcingRiskDetector:
                 return INACTIVE
             return None
         self.active = True
-        what = self.nearest[0].replace("_", " ")
+        return self._verdict(now, self.nearest, air, (freezing, in_season), volume, state)
+
+    def _verdict(
+        self,
+        now: datetime,
+        nearest: tuple[str, float],
+        air: AirSample | None,
+        why: tuple[bool, bool],
+        volume: float,
+        state: SiteState,
+    ) -> Verdict:
+        """The open finding: its level (watch, warning, violation) and its reasons
+        (``why``: the air is freezing, the pack's winter season)."""
+        freezing, in_season = why
+        pack = state.ctx.pack
+        air_c = air.air_temp_c if air is not None and now - air.ts <= AIR_MAX_AGE else None
+        what = nearest[0].replace("_", " ")
         reasons = [
-            f"discharge to grade {self.nearest[1]:g} ft from the {what}"
+            f"discharge to grade {nearest[1]:g} ft from the {what}"
             f" (within {self.distance_ft:g} ft)",
             f"{volume:.0f} L discharged in the last {ICING_WINDOW.total_seconds() / 3600:g} h",
         ]
@@ -240,8 +255,8 @@ class IcingRiskDetector:
                 "in_season": in_season,
                 "season": None if pack is None else pack.season.label(),
                 "volume_l_window": r1(volume),
-                "distance_ft": self.nearest[1],
-                "distance_to": self.nearest[0],
+                "distance_ft": nearest[1],
+                "distance_to": nearest[0],
                 "pack_distance_ft": self.distance_ft,
                 "pack_distance_is_default": self.distance_is_default,
                 "freezing_since": iso(self._freezing_since),
