@@ -273,7 +273,6 @@ def demo(
     ] = "6h",
 ) -> None:
     """Broker + simulated homes + gateway + dashboard, in one command. Ctrl-C stops all."""
-    from gateway.accounts.secret import ensure_key_file
     from gateway.broker import free_port, start_broker
     from gateway.demo_lifecycle import record_children
 
@@ -285,7 +284,26 @@ def demo(
     sim = _start_simulator(broker, sites, homes, scenario, backfill, data_dir)
     record_children(data_dir, {"broker": broker.process.pid, "simulator": sim.pid})
     api_port = port if _port_free(port) else free_port()
-    settings = Settings(
+    settings = _demo_settings(broker, data_dir, sites, users, api_port)
+    _announce(broker, api_port, users)
+    try:
+        # The simulator stops after the gateway: stopped first, its nodes' last wills
+        # would reach a gateway still shutting down and open an "offline" finding for
+        # every home at each stop. The gateway's drain is bounded instead.
+        serve(settings, log_level="warning")
+    except (KeyboardInterrupt, SystemExit):
+        pass  # uvicorn re-raises the signal it handled; the stop below is the clean exit
+    finally:
+        _stop_demo(sim, broker, data_dir)
+
+
+def _demo_settings(
+    broker: BrokerProcess, data_dir: Path, sites: Path, users: Path, api_port: int
+) -> Settings:
+    """The demo gateway's settings: its broker, accounts and HTTP port."""
+    from gateway.accounts.secret import ensure_key_file
+
+    return Settings(
         data_dir=data_dir,
         sites_file=sites,
         # mqtt.client_id unset: generated once and kept in the data dir, so a rerun
@@ -306,16 +324,6 @@ def demo(
         ),
         ha=HomeAssistantSettings(discovery=True),
     )
-    _announce(broker, api_port, users)
-    try:
-        # The simulator stops after the gateway: stopped first, its nodes' last wills
-        # would reach a gateway still shutting down and open an "offline" finding for
-        # every home at each stop. The gateway's drain is bounded instead.
-        serve(settings, log_level="warning")
-    except (KeyboardInterrupt, SystemExit):
-        pass  # uvicorn re-raises the signal it handled; the stop below is the clean exit
-    finally:
-        _stop_demo(sim, broker, data_dir)
 
 
 def _resume_after(data_dir: Path) -> list[str]:
