@@ -19,8 +19,8 @@ ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     SUMPWATCH_DATA_DIR=/var/lib/sumpwatch \
     SUMPWATCH_SITES_FILE=/etc/sumpwatch/sites.toml \
-    SUMPWATCH_API_HOST=0.0.0.0 \
-    SUMPWATCH_API_PORT=8000
+    SUMPWATCH_API__HOST=0.0.0.0 \
+    SUMPWATCH_API__PORT=8000
 RUN useradd --system --uid 10001 --home-dir /var/lib/sumpwatch --shell /usr/sbin/nologin sumpwatch \
     && mkdir -p /var/lib/sumpwatch /etc/sumpwatch \
     && chown sumpwatch:sumpwatch /var/lib/sumpwatch

@@ -4,9 +4,11 @@ Mosquitto."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,6 +18,7 @@ import pytest
 import typer
 import yaml
 from compose_spec import PyCompose
+from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from gateway.broker import BrokerProcess, mosquitto_binary, start_broker
@@ -271,10 +274,13 @@ def test_the_acl_lets_no_login_write_node_topics_but_the_nodes_own() -> None:
             assert words[1] == "write" and "%u" in words[2], line
         elif words[0] == "topic" and words[1] in ("write", "readwrite"):
             # Logins other than nodes write only what the gateway publishes: alert
-            # state, Home Assistant discovery and state; never a node's topics.
+            # state, Home Assistant discovery and state, the gateway's own availability;
+            # never a node's topics.
             topic = words[2]
-            gateway_output = topic.endswith("/alerts") or topic.startswith(
-                ("homeassistant/", "sumpwatch/ha/")
+            gateway_output = (
+                topic.endswith("/alerts")
+                or topic.startswith(("homeassistant/", "sumpwatch/ha/"))
+                or topic == "sumpwatch/v1/gateway/+/availability"
             )
             assert gateway_output and not topic.endswith(("/telemetry", "/status")), (user, line)
 
@@ -282,20 +288,36 @@ def test_the_acl_lets_no_login_write_node_topics_but_the_nodes_own() -> None:
 # -- the gateway's settings --------------------------------------------------------------
 
 
+def _setting_names() -> set[str]:
+    """Every environment name of the settings tree: top-level keys and SECTION__KEY."""
+    names = set()
+    for name, field in Settings.model_fields.items():
+        section = field.annotation
+        if isinstance(section, type) and issubclass(section, BaseModel):
+            names |= {f"SUMPWATCH_{name}__{key}".upper() for key in section.model_fields}
+        else:
+            names.add(f"SUMPWATCH_{name.upper()}")
+    return names
+
+
 def test_gateway_environment_is_valid_settings(compose: dict[str, Any]) -> None:
     env = environment(compose["services"]["gateway"])
-    fields = {f"SUMPWATCH_{name.upper()}" for name in Settings.model_fields}
-    unknown = {k for k in env if k.startswith("SUMPWATCH_")} - fields
-    assert not unknown, f"not Settings fields: {unknown}"
-    values: dict[str, Any] = {k.removeprefix("SUMPWATCH_").lower(): v for k, v in env.items()}
-    settings = Settings.model_validate(values)
-    assert settings.store.backend == "influxdb"
+    unknown = {k for k in env if k.startswith("SUMPWATCH_")} - _setting_names()
+    assert not unknown, f"not settings of the tree (or a deprecated flat name): {unknown}"
+    assert _settings_of(compose["services"]["gateway"]).store.backend == "influxdb"
 
 
 def _settings_of(service: dict[str, Any]) -> Settings:
+    """The settings a container of ``service`` builds from its environment, as the
+    gateway does (nested names; a deprecated flat one would warn, and fails here)."""
     env = environment(service)
-    values: dict[str, Any] = {k.removeprefix("SUMPWATCH_").lower(): v for k, v in env.items()}
-    return Settings.model_validate(values)
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        for name in [k for k in os.environ if k.startswith("SUMPWATCH_")]:
+            patch.delenv(name)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        return Settings(_env_file=None)  # type: ignore[call-arg]
 
 
 # -- the cluster profile (issue 18.6) ------------------------------------------------------
@@ -353,26 +375,26 @@ def test_each_cluster_gateway_owns_a_shard_a_client_id_and_a_data_volume(
 def test_gateway_reaches_the_broker_and_influxdb_by_service_name(compose: dict[str, Any]) -> None:
     services = compose["services"]
     env = environment(services["gateway"])
-    assert env["SUMPWATCH_MQTT_HOST"] == "mosquitto"
+    assert env["SUMPWATCH_MQTT__HOST"] == "mosquitto"
     conf = MOSQUITTO_CONF.read_text()
     # The gateways' own listener: it reads passwd.gateway and is never published.
-    listener = conf.split(f"listener {env['SUMPWATCH_MQTT_PORT']}\n", 1)[1].split("listener")[0]
+    listener = conf.split(f"listener {env['SUMPWATCH_MQTT__PORT']}\n", 1)[1].split("listener")[0]
     assert "password_file /mosquitto/config/passwd.gateway" in listener
     assert "use_username_as_clientid" not in listener
     ports = services["mosquitto"]["ports"]
-    assert not any(p.endswith(f":{env['SUMPWATCH_MQTT_PORT']}") for p in ports)
-    url = urlsplit(env["SUMPWATCH_INFLUX_URL"])
+    assert not any(p.endswith(f":{env['SUMPWATCH_MQTT__PORT']}") for p in ports)
+    url = urlsplit(env["SUMPWATCH_INFLUX__URL"])
     assert (url.hostname, url.port) == ("influxdb", 8086)
     influx = environment(services["influxdb"])
-    assert influx["INFLUXDB_DB"] == env["SUMPWATCH_INFLUX_DATABASE"]
-    assert influx["INFLUXDB_USER"] == env["SUMPWATCH_INFLUX_USERNAME"]
-    assert influx["INFLUXDB_USER_PASSWORD"] == env["SUMPWATCH_INFLUX_PASSWORD"]
+    assert influx["INFLUXDB_DB"] == env["SUMPWATCH_INFLUX__DATABASE"]
+    assert influx["INFLUXDB_USER"] == env["SUMPWATCH_INFLUX__USERNAME"]
+    assert influx["INFLUXDB_USER_PASSWORD"] == env["SUMPWATCH_INFLUX__PASSWORD"]
 
 
 def test_gateway_port_health_check_and_paths_agree(compose: dict[str, Any]) -> None:
     gateway = compose["services"]["gateway"]
     env = environment(gateway)
-    port = env["SUMPWATCH_API_PORT"]
+    port = env["SUMPWATCH_API__PORT"]
     assert any(p.endswith(f":{port}") for p in gateway["ports"])
     assert f"127.0.0.1:{port}/health" in " ".join(gateway["healthcheck"]["test"])
     assert f"EXPOSE {port}" in DOCKERFILE.read_text()
