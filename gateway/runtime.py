@@ -16,6 +16,7 @@ from typing import Any
 from alerts import AlertManager
 from alerts.channels.mqtt import MqttPublisher
 from alerts.config import AlertsConfig, load_alerts_config
+from gateway.aiotasks import cancel_and_wait
 from gateway.cases.escalation import DeadlineWatch, has_order_step
 from gateway.cases.repository import CaseRepository
 from gateway.cases.service import CaseService
@@ -594,8 +595,7 @@ async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
                 yield parts.runtime
             finally:
                 await _drain_bounded(parts.runtime.pipeline, parts.writer)
-                for task in reversed(tasks):
-                    task.cancel()
+                await cancel_and_wait(tasks[::-1])
         log.info("gateway stopped; %d readings stored this run", parts.runtime.metrics.stored)
 
 

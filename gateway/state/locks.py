@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 
 import psycopg
 
+from gateway.aiotasks import cancel_one
 from gateway.state.database import Database
 from gateway.state.postgres import PostgresDatabase
 
@@ -83,7 +84,11 @@ class AdvisoryLock:
 async def run_while_held(lock: AdvisoryLock, job: Job, check_s: float) -> None:
     """Run ``job`` while ``lock`` (held) stays held, checking every ``check_s`` (the
     heartbeat of a lease); the job is cancelled when the lock's session is gone."""
-    task = asyncio.ensure_future(job())
+
+    async def held() -> None:
+        await job()
+
+    task = asyncio.create_task(held(), name=f"held:{lock.name}")
     try:
         while not task.done():
             await asyncio.wait({task}, timeout=check_s)
@@ -93,9 +98,7 @@ async def run_while_held(lock: AdvisoryLock, job: Job, check_s: float) -> None:
         task.result()  # the job's own error, if it failed
     finally:
         if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_one(task)
 
 
 async def run_exclusively(

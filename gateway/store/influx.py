@@ -49,6 +49,7 @@ from typing import Any
 
 import httpx
 
+from gateway.aiotasks import cancel_one
 from gateway.contract import FIELDS, NodeKind
 from gateway.domain import FindingEvent, Reading, Severity, StatusChange
 from gateway.errors import StoreError, StoreUnavailable
@@ -292,9 +293,7 @@ class InfluxStore:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.close_drain_s):
                         await self._drained.wait()
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
+            await cancel_one(self._flusher)
             self._flusher = None
         if self._client is not None:
             await self._client.aclose()
