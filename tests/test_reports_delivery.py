@@ -200,7 +200,7 @@ def test_cli_reads_the_findings_of_a_state_kept_in_postgresql(tmp_path: Path, pg
         cli_app,
         ["report", "winter", "--season", SEASON, "--site", "h1", "--format", "csv",
          "--out", str(out), "--data-dir", str(tmp_path / "data"), "--sites", str(sites_file)],
-        env={"SUMPWATCH_STATE_URL": pg_url},
+        env={"SUMPWATCH_STORE__STATE_URL": pg_url},
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     total = list(csv.DictReader(out.open()))[-1]

@@ -1,6 +1,6 @@
 """The secret key that keys session and API-token HMACs: where it comes from.
 
-``settings.api.secret_key`` (``SUMPWATCH_SECRET_KEY``) when it is a real one; else the
+``settings.api.secret_key`` (``SUMPWATCH_API__SECRET_KEY``) when it is a real one; else the
 file ``<data_dir>/secret_key`` (mode 600), which ``sumpwatch demo`` writes on its
 first start so the demo's tokens and sessions survive restarts and ``sumpwatch user
 token`` (same data dir) makes tokens the running demo accepts. A placeholder key
@@ -55,7 +55,7 @@ def resolve_secret_key(api: ApiSettings, data_dir: Path) -> str:
     if path.exists():
         return _read(path)
     raise ConfigError(
-        "secret_key is the published placeholder: set SUMPWATCH_SECRET_KEY to a long random "
+        "secret_key is the published placeholder: set SUMPWATCH_API__SECRET_KEY to a long random "
         "value (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))') "
         f"or put one in {path} (mode 600)"
     )
