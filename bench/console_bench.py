@@ -32,7 +32,6 @@ from gateway.domain import Reading
 from gateway.registry.models import SiteRegistry
 from gateway.rules.pack import load_packs
 from gateway.services import Services
-from gateway.settings import Settings
 from gateway.state.database import SqliteDatabase
 from gateway.state.deadletters import StateRepository
 from gateway.state.findings import FindingRepository
@@ -72,7 +71,7 @@ async def run(args: argparse.Namespace) -> None:
     await findings.open()
     opened = await add_findings(db, sites)
     services = Services(
-        settings=Settings(_env_file=None),
+        data_dir=Path(tmp.name),
         registry=SiteRegistry(sites),
         packs=load_packs(),
         store=store,

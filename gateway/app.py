@@ -35,7 +35,7 @@ def create_app(settings: Settings | None = None, *, ingest: bool = True) -> Fast
             app.state.runtime = runtime  # for tests and tools; routes read services
             app.state.services = runtime.services
             app.state.cases = runtime.cases  # the case routes' service (gateway.cases.routes)
-            await open_accounts(app, runtime.services, settings)
+            await open_accounts(app, runtime.services, settings.api, settings.data_dir)
             yield
 
     @asynccontextmanager
@@ -43,7 +43,7 @@ def create_app(settings: Settings | None = None, *, ingest: bool = True) -> Fast
         async with run_web(settings) as web:
             app.state.services = web.services
             app.state.cases = web.cases
-            await open_accounts(app, web.services, settings)
+            await open_accounts(app, web.services, settings.api, settings.data_dir)
             yield
 
     lifespan = with_gateway if ingest else web_only
@@ -60,7 +60,8 @@ def create_app(settings: Settings | None = None, *, ingest: bool = True) -> Fast
         redoc_url=None,
         swagger_ui_oauth2_redirect_url=None,
     )
-    app.state.settings = settings
+    # The edges read their sections only: the api one here, the rest via Services.
+    app.state.api = settings.api
     for module in (health, sites, deadletters, findings, alerts, report_routes, docs):
         app.include_router(module.router)
     app.include_router(case_routes.router)

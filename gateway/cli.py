@@ -123,7 +123,7 @@ def gateway(
         return
     if settings.api.auth_enabled:
         try:
-            resolve_secret_key(settings)
+            resolve_secret_key(settings.api, settings.data_dir)
         except ConfigError as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from exc
@@ -151,7 +151,7 @@ def api(
     )
     if settings.api.auth_enabled:
         try:
-            resolve_secret_key(settings)
+            resolve_secret_key(settings.api, settings.data_dir)
         except ConfigError as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from exc

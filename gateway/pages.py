@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from gateway import __version__
+from gateway.settings import ApiSettings
 from gateway.units import UnitSystem
 
 #: pip installs wheels unpacked, so package data is a real folder.
@@ -45,6 +46,13 @@ def units_of(request: Request) -> UnitSystem:
     return "metric" if value == "metric" else "us"
 
 
+def api_settings(request: Request) -> ApiSettings:
+    """The ``api`` section the app was built with (the only section the accounts and
+    page kit read; put on ``app.state.api`` by :func:`gateway.app.create_app`)."""
+    api: ApiSettings = request.app.state.api
+    return api
+
+
 def _email_configured(request: Request) -> bool:
     """Pages promise e-mail only when an SMTP server is configured (issue 20.11)."""
     services = getattr(request.app.state, "services", None)
@@ -65,7 +73,7 @@ def render(
         "principal": principal,
         "csrf_token": principal.csrf_token if principal else "",
         "units": units_of(request),
-        "auth_enabled": bool(getattr(request.app.state.settings, "auth_enabled", False)),
+        "auth_enabled": api_settings(request).auth_enabled,
         "email_configured": _email_configured(request),
     }
     base.update(context)

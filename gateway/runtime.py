@@ -1,5 +1,7 @@
-"""The composition root: builds every stage from Settings, runs them in one
-TaskGroup, and shuts them down in order (drain, then stop, then close)."""
+"""The composition root: builds every stage from Settings, handing each its own
+section (``settings.mqtt`` to ingest, ``settings.store`` and ``settings.influx`` to
+the store, ...), runs them in one TaskGroup, and shuts them down in order (drain,
+then stop, then close)."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from gateway.reports.sources import ReportSources, sources_from_services
 from gateway.rules.engine import RulesEngine
 from gateway.rules.pack import DEFAULT_SEASON_START, RulePack, load_packs
 from gateway.services import Ingest, Services
-from gateway.settings import Settings
+from gateway.settings import MqttSettings, Settings, ValidationSettings
 from gateway.state.database import Database, SqliteDatabase
 from gateway.state.deadletters import StateRepository
 from gateway.state.factory import state_database
@@ -95,7 +97,7 @@ class Runtime:
     def services(self) -> Services:
         """What the edges may use (routes get it through ``ServicesDep``)."""
         return Services(
-            settings=self.settings,
+            data_dir=self.settings.data_dir,
             registry=self.registry,
             packs=self.packs,
             store=self.store,
@@ -107,6 +109,8 @@ class Runtime:
             metrics=self.metrics,
             ingest=Ingest(self.source, self.pipeline),
             started_at=self.started_at,
+            detectors=self.settings.detectors,
+            map=self.settings.map,
             **({} if self.cases is None else {"confirmations": self.cases, "ledger": self.cases}),
         )
 
@@ -182,7 +186,7 @@ async def _amended_registry(
 
 
 def _home_assistant(
-    settings: Settings, registry: SiteRegistry, engine: RulesEngine
+    settings: Settings, client_id: str, registry: SiteRegistry, engine: RulesEngine
 ) -> HomeAssistantBridge | None:
     """The Home Assistant discovery bridge, when the deployment turned it on, showing
     the findings open at start."""
@@ -190,7 +194,7 @@ def _home_assistant(
         return None
     bridge = HomeAssistantBridge(
         registry,
-        connection=settings.mqtt.connection(f"{gateway_client_id(settings)}-ha"),
+        connection=settings.mqtt.connection(f"{client_id}-ha"),
         dashboard_url=settings.api.public_url or f"http://{settings.api.host}:{settings.api.port}",
         prefix=settings.ha.discovery_prefix,
     )
@@ -199,14 +203,12 @@ def _home_assistant(
 
 
 async def _alert_publisher(
-    settings: Settings, enabled: bool, stack: contextlib.AsyncExitStack
+    mqtt: MqttSettings, client_id: str, enabled: bool, stack: contextlib.AsyncExitStack
 ) -> MqttPublisher | None:
     """The retained alert-state publisher, when the alert routing turns MQTT on."""
     if not enabled:
         return None
-    return await stack.enter_async_context(
-        MqttPublisher(settings.mqtt.connection(f"{gateway_client_id(settings)}-alerts"))
-    )
+    return await stack.enter_async_context(MqttPublisher(mqtt.connection(f"{client_id}-alerts")))
 
 
 def _alert_manager(
@@ -363,7 +365,7 @@ async def _open_stores(settings: Settings, stack: contextlib.AsyncExitStack) -> 
     stack.push_async_callback(db.close)
     state_db = await _state_database(settings, db, stack)
     registry, case_repo = await _amended_registry(state_db, file_registry)
-    store = make_store(settings, db)
+    store = make_store(settings.store, settings.influx, db, spool_dir=settings.data_dir / "spool")
     await store.open()
     stack.push_async_callback(store.close)
     return _Opened(file_registry, packs, alerts_config, db, state_db, registry, case_repo, store)
@@ -385,7 +387,7 @@ async def run_web(settings: Settings) -> AsyncIterator[WebRuntime]:
         alerts = _alert_manager(state_db, registry, alerts_config, None, packs, case_repo)
         cases = CaseService(case_repo, registry, packs, findings=findings)
         services = Services(
-            settings=settings,
+            data_dir=settings.data_dir,
             registry=registry,
             packs=packs,
             store=store,
@@ -396,6 +398,8 @@ async def run_web(settings: Settings) -> AsyncIterator[WebRuntime]:
             confirmations=cases,
             ledger=cases,
             state_db=None if state_db is db else state_db,
+            detectors=settings.detectors,
+            map=settings.map,
         )
         yield WebRuntime(services, cases)
 
@@ -409,9 +413,8 @@ async def report_sources(settings: Settings) -> AsyncIterator[ReportSources]:
         yield sources_from_services(web.services)
 
 
-def _validator(settings: Settings, file_registry: SiteRegistry) -> Validator:
+def _validator(v: ValidationSettings, file_registry: SiteRegistry) -> Validator:
     """The validation stage, from the validation section."""
-    v = settings.validation
     return Validator(
         max_future_skew_s=v.max_future_skew_s,
         max_age_s=v.max_age_s,
@@ -425,15 +428,15 @@ def _validator(settings: Settings, file_registry: SiteRegistry) -> Validator:
 
 
 async def _alerting(
-    settings: Settings, opened: _Opened, stack: contextlib.AsyncExitStack
+    mqtt: MqttSettings, client_id: str, opened: _Opened, stack: contextlib.AsyncExitStack
 ) -> AlertManager:
     """The alert manager, open (closed by ``stack``), claiming as this gateway."""
     config = opened.alerts_config
-    publisher = await _alert_publisher(settings, config.mqtt.enabled, stack)
+    publisher = await _alert_publisher(mqtt, client_id, config.mqtt.enabled, stack)
     alerts = _alert_manager(
         opened.state_db, opened.registry, config, publisher, opened.packs, opened.cases
     )
-    alerts.delivery.owner = gateway_client_id(settings)  # whose claims (shared outbox)
+    alerts.delivery.owner = client_id  # whose claims (shared outbox)
     await alerts.open()
     stack.push_async_callback(alerts.close)
     return alerts
@@ -477,6 +480,28 @@ class _Assembled:
     state: QueuedStateRepository
 
 
+def _mqtt_source(
+    mqtt: MqttSettings,
+    client_id: str,
+    file_registry: SiteRegistry,
+    pipeline: Pipeline,
+    metrics: Metrics,
+) -> MqttSource:
+    """The ingest stage: the mqtt section, this gateway's client id, and the registry's
+    sites (what a site partition subscribes to), feeding ``pipeline``."""
+
+    def on_connection(up: bool) -> None:
+        metrics.broker_connected = up
+
+    return MqttSource(
+        mqtt,
+        pipeline.handle,
+        client_id=client_id,
+        site_ids=[site.id for site in file_registry],
+        on_connection=on_connection,
+    )
+
+
 async def _assemble(settings: Settings, stack: contextlib.AsyncExitStack) -> _Assembled:
     """Open the stores and wire every stage of a gateway (nothing runs yet)."""
     opened = await _open_stores(settings, stack)
@@ -495,10 +520,11 @@ async def _assemble(settings: Settings, stack: contextlib.AsyncExitStack) -> _As
         # `source` is bound below; the writer acks only after it is running.
         ack=lambda tokens: source.ack(tokens),  # noqa: PLW0108 (late binding, see above)
     )
-    alerts = await _alerting(settings, opened, stack)
+    client_id = gateway_client_id(settings.mqtt, settings.data_dir)
+    alerts = await _alerting(settings.mqtt, client_id, opened, stack)
     engine, findings = await _rules(settings, opened, metrics)
     cases = CaseService(opened.cases, opened.registry, opened.packs, findings=findings)
-    ha = _home_assistant(settings, opened.registry, engine)
+    ha = _home_assistant(settings, client_id, opened.registry, engine)
     sinks = _finding_sinks(findings, alerts, opened.store, state, opened.packs, opened.registry, ha)
     sinks.append(cases.on_events)  # episodes gather into enforcement cases
     # The state sinks queue on disk while the state database is away (issue 18).
@@ -507,18 +533,14 @@ async def _assemble(settings: Settings, stack: contextlib.AsyncExitStack) -> _As
     stack.push_async_callback(queue.close)
     sinks = [queue.sink, *sinks[2:-1]]
     pipeline = Pipeline(
-        _validator(settings, opened.file_registry),
+        _validator(settings.validation, opened.file_registry),
         writer,
         metrics,
         detectors=engine,
         sinks=sinks,
         observers=[ha.observe] if ha else [],
     )
-
-    def on_connection(up: bool) -> None:
-        metrics.broker_connected = up
-
-    source = MqttSource(settings, pipeline.handle, on_connection=on_connection)
+    source = _mqtt_source(settings.mqtt, client_id, opened.file_registry, pipeline, metrics)
     runtime = Runtime(
         settings,
         opened.registry,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -26,7 +27,7 @@ from gateway.registry import SiteRegistry
 from gateway.registry.models import SiteConfig
 from gateway.rules.pack import RulePack
 from gateway.rules.verdict import LedgerSource, NoConfirmations, Verdict, site_verdict
-from gateway.settings import Settings
+from gateway.settings import DetectorsSettings, MapSettings
 from gateway.state.database import Database, SqliteDatabase
 from gateway.state.deadletters import StateRepository
 from gateway.state.findings import FindingRepository
@@ -80,9 +81,13 @@ class Ingest:
 
 @dataclass(frozen=True)
 class Services:
-    """Everything a route may read or act on, built once by the runtime."""
+    """Everything a route may read or act on, built once by the runtime.
 
-    settings: Settings
+    Of the settings, only what the edges read: the data folder (the demo's fault
+    injection), the detectors' silence factor and the map's tile server.
+    """
+
+    data_dir: Path
     registry: SiteRegistry
     packs: Mapping[str, RulePack]
     store: TimeSeriesStore
@@ -103,6 +108,8 @@ class Services:
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     #: The state database when it is not ``db`` (``state_url``: PostgreSQL).
     state_db: Database | None = None
+    detectors: DetectorsSettings = field(default_factory=DetectorsSettings)
+    map: MapSettings = field(default_factory=MapSettings)
 
     @property
     def state_database(self) -> Database:

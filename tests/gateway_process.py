@@ -3,7 +3,6 @@ tests that must see the service from outside: its memory, its files, its HTTP ed
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import tomli_w
 
 from gateway.broker import BrokerProcess
 from gateway.settings import REPO_DIR
@@ -40,22 +40,18 @@ class GatewayProcess:
         return int(psutil.Process(self.proc.pid).memory_info().rss)
 
 
-def gateway_config(tmp_path: Path, broker: BrokerProcess, port: int, **extra: object) -> Path:
-    values: dict[str, object] = {
+def gateway_config(tmp_path: Path, broker: BrokerProcess, port: int, **api: object) -> Path:
+    """A settings TOML for a gateway process on ``broker`` serving ``port``; ``api``
+    overrides keys of its api section."""
+    values = {
         "data_dir": str(tmp_path / "data"),
         "sites_file": str(DEMO_SITES),
-        "mqtt_host": broker.host,
-        "mqtt_port": broker.port,
-        "mqtt_client_id": f"gw-proc-{port}",
-        "api_port": port,
-        "auth_enabled": True,
-        "users_file": str(DEMO_USERS),
-        "report_schedule": False,
-        **extra,
+        "mqtt": {"host": broker.host, "port": broker.port, "client_id": f"gw-proc-{port}"},
+        "api": {"port": port, "auth_enabled": True, "users_file": str(DEMO_USERS), **api},
+        "reports": {"schedule": False},
     }
-    lines = [f"{key} = {json.dumps(value)}" for key, value in values.items()]
     path = tmp_path / "gateway.toml"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text(tomli_w.dumps(values))
     return path
 
 

@@ -257,6 +257,19 @@ async def test_no_password_or_token_reaches_the_logs(
         assert leaked not in text  # ... their secrets are not
 
 
+async def test_a_signed_in_page_offers_to_sign_out(live_app: LiveApp) -> None:
+    async with signed_in(live_app, "elm16") as client:
+        html = (await client.get("/account")).text
+    assert 'action="/logout"' in html
+
+
+async def test_with_auth_off_no_page_offers_to_sign_out(open_app: LiveApp) -> None:
+    async with httpx.AsyncClient(base_url=open_app.base_url) as client:
+        page = await client.get("/account")
+    assert page.status_code == 200
+    assert 'action="/logout"' not in page.text
+
+
 async def test_with_auth_off_every_request_is_served_as_before(open_app: LiveApp) -> None:
     async with httpx.AsyncClient(base_url=open_app.base_url) as client:
         assert (await client.get("/sites")).status_code == 200

@@ -148,7 +148,7 @@ def test_secrets_are_masked_in_log_messages() -> None:
 
 def test_the_user_command_adds_lists_and_issues_tokens(tmp_path: Path) -> None:
     runner = CliRunner()
-    env = {"SUMPWATCH_DATA_DIR": str(tmp_path), "SUMPWATCH_SECRET_KEY": "cli-test-key"}
+    env = {"SUMPWATCH_DATA_DIR": str(tmp_path), "SUMPWATCH_API__SECRET_KEY": "cli-test-key"}
     added = runner.invoke(
         user_app,
         ["add", "owner16", "--role", "homeowner", "--site", "elm-16", "--password-stdin"],

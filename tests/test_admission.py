@@ -11,7 +11,6 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
@@ -21,30 +20,27 @@ from gateway.contract import status_topic, telemetry_topic
 from gateway.rules.detectors.silence import SensorSilenceDetector
 from gateway.runtime import Runtime, run_gateway
 from gateway.settings import Settings
-from tests.conftest import DEMO_SITES
+from tests.conftest import MakeSettings
 from tests.mqtt_helpers import pit_payload, publish, wait_connected, wait_until
 
 pytestmark = pytest.mark.integration
 
 
-def _settings(tmp_path: Path, broker: BrokerProcess, **overrides: object) -> Settings:
-    values: dict[str, object] = {
-        "data_dir": tmp_path / "data",
-        "sites_file": DEMO_SITES,
-        "mqtt_host": broker.host,
-        "mqtt_port": broker.port,
-        "mqtt_client_id": f"gw-{uuid.uuid4().hex[:8]}",
-        "batch_interval_s": 0.02,
-        "report_schedule": False,
-    }
-    values.update(overrides)
-    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+def _settings(make_settings: MakeSettings, broker: BrokerProcess, **validation: object) -> Settings:
+    """A gateway on ``broker``; ``validation`` overrides keys of the validation section."""
+    return make_settings(
+        mqtt={"host": broker.host, "port": broker.port, "client_id": f"gw-{uuid.uuid4().hex[:8]}"},
+        store={"batch_interval_s": 0.02},
+        validation=validation,
+    )
 
 
 @pytest.fixture
-async def default_gateway(tmp_path: Path, mosquitto: BrokerProcess) -> AsyncIterator[Runtime]:
+async def default_gateway(
+    make_settings: MakeSettings, mosquitto: BrokerProcess
+) -> AsyncIterator[Runtime]:
     """A gateway with the shipped defaults: closed enrolment, rate limit on."""
-    async with run_gateway(_settings(tmp_path, mosquitto)) as runtime:
+    async with run_gateway(_settings(make_settings, mosquitto)) as runtime:
         await wait_connected(runtime)
         yield runtime
 
@@ -86,9 +82,9 @@ async def test_telemetry_of_unregistered_sites_nodes_and_kinds_is_dead_lettered_
 
 
 async def test_open_enrolment_stores_unregistered_nodes_but_still_checks_kinds(
-    tmp_path: Path, mosquitto: BrokerProcess
+    make_settings: MakeSettings, mosquitto: BrokerProcess
 ) -> None:
-    async with run_gateway(_settings(tmp_path, mosquitto, open_enrolment=True)) as runtime:
+    async with run_gateway(_settings(make_settings, mosquitto, open_enrolment=True)) as runtime:
         await wait_connected(runtime)
         messages = [
             _message("nowhere-1", "pit", 0),
@@ -143,13 +139,13 @@ def _retain(broker: BrokerProcess, topic: str, payload: bytes) -> None:
 
 
 async def test_fresh_telemetry_wins_over_a_stale_retained_offline(
-    mosquitto: BrokerProcess, tmp_path: Path
+    mosquitto: BrokerProcess, make_settings: MakeSettings
 ) -> None:
     # The broker holds an old retained "offline" (the node's last will from long ago).
     topic = status_topic("elm-12", "pit")
     await asyncio.to_thread(_retain, mosquitto, topic, b"offline")
     # The gateway subscribes now and gets the retained status first...
-    async with run_gateway(_settings(tmp_path, mosquitto)) as runtime:
+    async with run_gateway(_settings(make_settings, mosquitto)) as runtime:
         await wait_connected(runtime)
 
         async def offline_seen() -> bool:

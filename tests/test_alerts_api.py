@@ -19,7 +19,7 @@ from gateway.problems import install_error_handlers
 from gateway.registry.models import Contact, NodeConfig, SiteConfig, SiteRegistry
 from gateway.rules.pack import load_packs
 from gateway.services import Services
-from gateway.settings import Settings
+from gateway.settings import ApiSettings
 from gateway.state.database import SqliteDatabase
 from gateway.state.deadletters import StateRepository
 from gateway.state.findings import FindingRepository
@@ -100,10 +100,9 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     app.include_router(router)
     app.include_router(page_router)  # the page forms act through the same service
     install_error_handlers(app)
-    settings = Settings(_env_file=None)  # auth off: every request is an administrator
-    app.state.settings = settings
+    app.state.api = ApiSettings()  # auth off: every request is an administrator
     app.state.services = Services(
-        settings=settings,
+        data_dir=tmp_path,
         registry=manager.registry,
         packs=load_packs(),
         store=SqliteStore(db),

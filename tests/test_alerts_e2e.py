@@ -19,7 +19,7 @@ import tomli_w
 from firmware_sim.offline import run_offline
 from gateway.broker import BrokerProcess, free_port
 from gateway.runtime import run_gateway
-from gateway.settings import Settings
+from tests.conftest import MakeSettings
 from tests.mqtt_helpers import publish, wait_connected, wait_until
 from tests.test_alerts_delivery import smtp_server
 
@@ -38,6 +38,7 @@ def registry_with_contacts(sites_toml: str) -> str:
 
 async def test_a_failed_pump_in_simulated_telemetry_ends_in_one_high_water_email(
     tmp_path: Path,
+    make_settings: MakeSettings,
     mosquitto: BrokerProcess,
 ) -> None:
     start = datetime.now(UTC) - timedelta(hours=4)
@@ -47,9 +48,7 @@ async def test_a_failed_pump_in_simulated_telemetry_ends_in_one_high_water_email
     assert "high_water" in {c["condition"] for c in home["conditions"]}
     sites = tmp_path / "sites.toml"
     sites.write_text(registry_with_contacts(run.sites_toml))
-    settings = Settings(
-        _env_file=None,
-        data_dir=tmp_path / "data",
+    settings = make_settings(
         sites_file=sites,
         mqtt={
             "host": mosquitto.host,

@@ -25,8 +25,8 @@ import pytest_asyncio
 from fastapi.routing import iter_route_contexts
 
 from gateway.app import create_app
-from gateway.settings import Settings
 from tests.browser_fixtures import USERS, LiveApp, publish_pit
+from tests.conftest import MakeSettings
 from tests.mqtt_helpers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -230,8 +230,8 @@ def app_routes(app: Any) -> set[tuple[str, str]]:
     return out
 
 
-def test_every_route_is_declared_in_the_access_table() -> None:
-    app = create_app(Settings(_env_file=None))  # type: ignore[call-arg]
+def test_every_route_is_declared_in_the_access_table(make_settings: MakeSettings) -> None:
+    app = create_app(make_settings())
     routes = app_routes(app)
     missing = sorted(routes - set(ACCESS))
     assert not missing, f"declare who may call these routes in ACCESS: {missing}"

@@ -42,8 +42,8 @@ from gateway.provision import (
     set_password,
 )
 from gateway.runtime import run_gateway
-from gateway.settings import REPO_DIR, Settings
-from tests.conftest import DEMO_SITES
+from gateway.settings import REPO_DIR, MqttSettings, Settings
+from tests.conftest import DEMO_SITES, MakeSettings
 from tests.mqtt_helpers import pit_messages, wait_connected, wait_until
 
 pytestmark = pytest.mark.integration
@@ -334,12 +334,9 @@ def test_the_tls_listener_serves_clients_that_trust_the_ca(
 
 
 async def test_the_gateway_ingests_through_the_authenticated_broker(
-    secure: SecureBroker, tmp_path: Path
+    secure: SecureBroker, make_settings: MakeSettings
 ) -> None:
-    settings = Settings(
-        _env_file=None,
-        data_dir=tmp_path / "data",
-        sites_file=DEMO_SITES,
+    settings = make_settings(
         mqtt={
             "host": "127.0.0.1",
             "port": secure.gateway_port,
@@ -425,25 +422,29 @@ def test_provision_writes_entries_mosquitto_accepts_and_prints_node_settings(
 # -- issue 12: client ids are bound to logins; $share groups cannot be joined by nodes ---
 
 
-def _gateway_settings(secure: SecureBroker, data_dir: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "data_dir": data_dir,
-        "sites_file": DEMO_SITES,
-        "mqtt_host": "127.0.0.1",
-        "mqtt_port": secure.gateway_port,
-        "mqtt_username": GATEWAY_USER,
-        "mqtt_password": GATEWAY_PASSWORD,
-        "batch_interval_s": 0.02,
-        "report_schedule": False,
-    }
-    values.update(overrides)
-    return Settings(_env_file=None, **values)
+def _gateway_settings(secure: SecureBroker, data_dir: Path, **mqtt_keys: Any) -> Settings:
+    """A gateway on the secure broker's gateway listener; ``mqtt_keys`` add to its
+    mqtt section."""
+    return Settings(
+        _env_file=None,
+        data_dir=data_dir,
+        sites_file=DEMO_SITES,
+        mqtt={
+            "host": "127.0.0.1",
+            "port": secure.gateway_port,
+            "username": GATEWAY_USER,
+            "password": GATEWAY_PASSWORD,
+            **mqtt_keys,
+        },
+        store={"batch_interval_s": 0.02},
+        reports={"schedule": False},
+    )
 
 
 def test_the_gateways_client_id_is_generated_per_data_dir_and_kept(tmp_path: Path) -> None:
-    first = gateway_client_id(Settings(_env_file=None, data_dir=tmp_path / "a"))
-    again = gateway_client_id(Settings(_env_file=None, data_dir=tmp_path / "a"))
-    other = gateway_client_id(Settings(_env_file=None, data_dir=tmp_path / "b"))
+    first = gateway_client_id(MqttSettings(), tmp_path / "a")
+    again = gateway_client_id(MqttSettings(), tmp_path / "a")
+    other = gateway_client_id(MqttSettings(), tmp_path / "b")
     assert first == again != other
     assert first != "sumpwatch-gateway" and len(first) >= 24
 
@@ -495,7 +496,7 @@ async def test_a_node_login_using_the_gateways_client_id_gets_nothing_and_takes_
     secure: SecureBroker, tmp_path: Path
 ) -> None:
     settings = _gateway_settings(secure, tmp_path / "gw")
-    hijacker = _Hijacker(secure, gateway_client_id(settings))
+    hijacker = _Hijacker(secure, gateway_client_id(settings.mqtt, settings.data_dir))
     user = node_username("elm-12", "pit")
     async with run_gateway(settings) as runtime:
         await wait_connected(runtime)
@@ -537,8 +538,8 @@ async def test_in_scale_out_a_node_cannot_join_the_gateways_shared_subscription(
     )
     user = node_username("elm-12", "pit")
     async with (
-        run_gateway(_gateway_settings(secure, tmp_path / "a", mqtt_shared_group="gateways")) as a,
-        run_gateway(_gateway_settings(secure, tmp_path / "b", mqtt_shared_group="gateways")) as b,
+        run_gateway(_gateway_settings(secure, tmp_path / "a", shared_group="gateways")) as a,
+        run_gateway(_gateway_settings(secure, tmp_path / "b", shared_group="gateways")) as b,
     ):
         await wait_connected(a)
         await wait_connected(b)

@@ -53,7 +53,7 @@ def test_user_add_without_a_terminal_points_to_password_stdin(tmp_path: Path) ->
     result = CliRunner().invoke(
         user_app,
         ["add", "owner16", "--role", "homeowner", "--site", "elm-16"],
-        env={"SUMPWATCH_DATA_DIR": str(tmp_path), "SUMPWATCH_SECRET_KEY": "k"},
+        env={"SUMPWATCH_DATA_DIR": str(tmp_path), "SUMPWATCH_API__SECRET_KEY": "k"},
     )
     assert result.exit_code == 2
     assert "--password-stdin" in result.output

@@ -111,7 +111,11 @@ def _gateway_process(
     """The gateway as the operator runs it (``python -m gateway.cli gateway``), once
     its API says it is connected to the broker (and so subscribed)."""
     # Rate limit off: the test floods one node with readings 1 ms apart (see conftest).
-    env = {**os.environ, "SUMPWATCH_BATCH_INTERVAL_S": "0.02", "SUMPWATCH_RATE_LIMIT_FACTOR": "0"}
+    env = {
+        **os.environ,
+        "SUMPWATCH_STORE__BATCH_INTERVAL_S": "0.02",
+        "SUMPWATCH_VALIDATION__RATE_LIMIT_FACTOR": "0",
+    }
     api_port = free_port()
     with log.open("ab") as out:
         proc = subprocess.Popen(

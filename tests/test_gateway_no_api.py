@@ -53,12 +53,12 @@ def test_gateway_without_api_ingests_keeps_state_in_postgresql_and_serves_no_htt
     env.update(
         SUMPWATCH_DATA_DIR=str(data),
         SUMPWATCH_SITES_FILE=str(DEMO_SITES),
-        SUMPWATCH_MQTT_HOST=mosquitto.host,
-        SUMPWATCH_MQTT_PORT=str(mosquitto.port),
-        SUMPWATCH_MQTT_CLIENT_ID="gw-no-api",
-        SUMPWATCH_API_PORT=str(port),
-        SUMPWATCH_STATE_URL=pg_url,
-        SUMPWATCH_REPORT_SCHEDULE="false",
+        SUMPWATCH_MQTT__HOST=mosquitto.host,
+        SUMPWATCH_MQTT__PORT=str(mosquitto.port),
+        SUMPWATCH_MQTT__CLIENT_ID="gw-no-api",
+        SUMPWATCH_API__PORT=str(port),
+        SUMPWATCH_STORE__STATE_URL=pg_url,
+        SUMPWATCH_REPORTS__SCHEDULE="false",
     )
     log = (tmp_path / "gateway.log").open("wb")
     proc = subprocess.Popen(

@@ -168,7 +168,7 @@ def test_the_gateway_refuses_to_start_with_the_placeholder_secret_key(
         cwd=tmp_path,
     )
     assert result.returncode == 2
-    assert "SUMPWATCH_SECRET_KEY" in result.stdout + result.stderr
+    assert "SUMPWATCH_API__SECRET_KEY" in result.stdout + result.stderr
     assert not (tmp_path / "data" / "sumpwatch.db").exists()  # refused before starting
 
 

@@ -24,10 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gateway.contract import NodeKind
 from gateway.domain import Finding, FindingChange, FindingEvent, Severity, StatusChange
-from gateway.settings import REPO_DIR, Settings
+from gateway.settings import REPO_DIR
 from gateway.state.database import SqliteDatabase
 from gateway.store.influx import TAGS, InfluxStore, measurement_fields
 from tests import influx_fixture
+from tests.conftest import MakeSettings
 from tests.influx_fixture import InfluxServer, pit_series, reading
 
 influxd = influx_fixture.influxd
@@ -196,19 +197,16 @@ def now() -> datetime:
 
 @pytest.fixture
 async def populated(
-    tmp_path: Path, influxd: InfluxServer, now: datetime
+    make_settings: MakeSettings, influxd: InfluxServer, now: datetime
 ) -> AsyncIterator[tuple[InfluxServer, str]]:
     database = "dashboards"
-    settings = Settings(
-        _env_file=None,
-        data_dir=tmp_path / "data",
-        store={"backend": "influxdb"},
-        influx={"url": influxd.url, "database": database},
+    settings = make_settings(
+        store={"backend": "influxdb"}, influx={"url": influxd.url, "database": database}
     )
     settings.data_dir.mkdir(parents=True)
     db = SqliteDatabase(settings.sqlite_file)
     await db.open()
-    store = InfluxStore(settings, db)
+    store = InfluxStore(settings.influx, db, spool_dir=settings.data_dir / "spool")
     await store.open()
     start = now - timedelta(hours=2)
     await store.write(pit_series(1400, site=SITE, start=start))

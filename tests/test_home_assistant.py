@@ -20,7 +20,7 @@ from gateway.homeassistant.discovery import AVAILABILITY_TOPIC, ENTITIES, state_
 from gateway.registry import load_registry
 from gateway.runtime import Runtime, run_gateway
 from gateway.settings import Settings
-from tests.conftest import DEMO_SITES
+from tests.conftest import DEMO_SITES, MakeSettings
 from tests.ha_discovery_schema import SCHEMAS
 from tests.mqtt_helpers import pit_payload, publish, wait_until
 
@@ -50,22 +50,23 @@ def retained(broker: BrokerProcess, pattern: str, settle_s: float = 1.0) -> dict
     return found
 
 
-def _settings(tmp_path: Path, broker: BrokerProcess, sites: Path = DEMO_SITES) -> Settings:
-    return Settings(
-        _env_file=None,
-        data_dir=tmp_path / "data",
+def _settings(
+    make_settings: MakeSettings, broker: BrokerProcess, sites: Path = DEMO_SITES
+) -> Settings:
+    return make_settings(
         sites_file=sites,
         mqtt={"host": broker.host, "port": broker.port, "client_id": f"gw-ha-{time.time_ns()}"},
         store={"batch_interval_s": 0.02},
-        reports={"schedule": False},
         ha={"discovery": True},
         api={"public_url": "http://sump.village.example"},
     )
 
 
 @pytest.fixture
-async def ha_gateway(tmp_path: Path, mosquitto: BrokerProcess) -> AsyncIterator[Runtime]:
-    async with run_gateway(_settings(tmp_path, mosquitto)) as runtime:
+async def ha_gateway(
+    make_settings: MakeSettings, mosquitto: BrokerProcess
+) -> AsyncIterator[Runtime]:
+    async with run_gateway(_settings(make_settings, mosquitto)) as runtime:
         bridge = runtime.home_assistant
         assert bridge is not None
         await wait_until(lambda: _is_set(bridge.connected), 15)
@@ -175,9 +176,9 @@ async def test_a_high_water_finding_turns_its_problem_sensor_on(
 
 
 async def test_the_gateway_stopping_marks_every_entity_unavailable(
-    tmp_path: Path, mosquitto: BrokerProcess
+    make_settings: MakeSettings, mosquitto: BrokerProcess
 ) -> None:
-    async with run_gateway(_settings(tmp_path, mosquitto)) as runtime:
+    async with run_gateway(_settings(make_settings, mosquitto)) as runtime:
         assert runtime.home_assistant is not None
         await wait_until(lambda: _is_set(runtime.home_assistant.connected), 15)  # type: ignore[union-attr]
         assert retained(mosquitto, AVAILABILITY_TOPIC)[AVAILABILITY_TOPIC] == b"online"
@@ -185,15 +186,15 @@ async def test_the_gateway_stopping_marks_every_entity_unavailable(
 
 
 async def test_a_site_removed_from_the_registry_loses_its_entities(
-    tmp_path: Path, mosquitto: BrokerProcess
+    tmp_path: Path, make_settings: MakeSettings, mosquitto: BrokerProcess
 ) -> None:
-    async with run_gateway(_settings(tmp_path, mosquitto)) as runtime:
+    async with run_gateway(_settings(make_settings, mosquitto)) as runtime:
         await wait_until(lambda: _is_set(runtime.home_assistant.connected), 15)  # type: ignore[union-attr]
     kept = tmp_path / "one-site.toml"
     text = DEMO_SITES.read_text()
     kept.write_text("[[site]]" + text.split("[[site]]")[1])  # only the first site, elm-12
     assert [s.id for s in load_registry(kept)] == ["elm-12"]
-    async with run_gateway(_settings(tmp_path, mosquitto, sites=kept)) as runtime:
+    async with run_gateway(_settings(make_settings, mosquitto, sites=kept)) as runtime:
         await wait_until(lambda: _is_set(runtime.home_assistant.connected), 15)  # type: ignore[union-attr]
         assert runtime.home_assistant is not None
         assert runtime.home_assistant.removed_configs == (len(load_registry(DEMO_SITES)) - 1) * len(
@@ -205,11 +206,11 @@ async def test_a_site_removed_from_the_registry_loses_its_entities(
 
 
 async def test_a_silent_node_turns_the_sensor_offline_problem_sensor_on(
-    tmp_path: Path, mosquitto: BrokerProcess
+    make_settings: MakeSettings, mosquitto: BrokerProcess
 ) -> None:
     # Demo nodes report every 5-30 s; at a silence factor of 1 a quiet node is noticed
     # at the next detector tick.
-    settings = _settings(tmp_path, mosquitto).updated(detectors={"silence_factor": 1.0})
+    settings = _settings(make_settings, mosquitto).updated(detectors={"silence_factor": 1.0})
     async with run_gateway(settings) as runtime:
         await wait_until(lambda: _is_set(runtime.home_assistant.connected), 15)  # type: ignore[union-attr]
 

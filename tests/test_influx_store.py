@@ -56,7 +56,9 @@ class Opened:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.db = SqliteDatabase(settings.sqlite_file)
-        store = make_store(settings, self.db)
+        store = make_store(
+            settings.store, settings.influx, self.db, spool_dir=settings.data_dir / "spool"
+        )
         assert isinstance(store, InfluxStore)
         self.store = store
         # Fast retries so outage tests take seconds.

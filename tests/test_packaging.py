@@ -25,7 +25,7 @@ import gateway, gateway.pages
 from gateway.app import create_app
 from gateway.settings import Settings
 
-settings = Settings(_env_file=None, data_dir="data", auth_enabled=True)
+settings = Settings(_env_file=None, data_dir="data", api={"auth_enabled": True})
 with TestClient(create_app(settings)) as client:
     login = client.get("/login")
     css = client.get("/static/css/app.css")
@@ -84,7 +84,7 @@ def test_the_installed_wheel_serves_its_pages_from_an_empty_folder(
     env = {k: v for k, v in os.environ.items() if not k.startswith("SUMPWATCH_")}
     env.pop("PYTHONPATH", None)
     # With sign-in on, the app refuses the published placeholder key (issue 12).
-    env["SUMPWATCH_SECRET_KEY"] = "a-real-key-for-the-packaging-test-0123456789"
+    env["SUMPWATCH_API__SECRET_KEY"] = "a-real-key-for-the-packaging-test-0123456789"
     result = subprocess.run(
         [str(python), "-c", PROBE], cwd=empty, env=env, capture_output=True, text=True,
         timeout=120, check=False,

@@ -19,7 +19,7 @@ from gateway.errors import (
     SumpWatchError,
 )
 from gateway.problems import install_error_handlers
-from gateway.settings import Settings
+from gateway.settings import ApiSettings
 
 RAISED: dict[str, SumpWatchError] = {
     "not-found": NotFound("no alert with id 'a1'"),
@@ -34,7 +34,7 @@ RAISED: dict[str, SumpWatchError] = {
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI()
-    app.state.settings = Settings(_env_file=None)
+    app.state.api = ApiSettings()
 
     @app.get("/raise/{name}")
     async def raise_it(name: str) -> None:

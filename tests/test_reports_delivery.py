@@ -30,7 +30,7 @@ from gateway.reports.schedule import due_reports, run_report_schedule, run_sched
 from gateway.reports.sources import ReportSources, SqliteAlerts
 from gateway.rules.pack import load_packs
 from gateway.services import Services
-from gateway.settings import Settings
+from gateway.settings import ApiSettings, Settings
 from gateway.state.database import SqliteDatabase
 from gateway.state.deadletters import StateRepository
 from gateway.state.findings import FindingRepository
@@ -114,13 +114,12 @@ async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     await db.open()
     store = SqliteStore(db)
     await store.open()
-    settings = Settings(_env_file=None, data_dir=tmp_path, sites_file=sites_file)
     app = FastAPI(dependencies=[Depends(access_control)])
     app.include_router(router)
     install_error_handlers(app)
-    app.state.settings = settings
+    app.state.api = ApiSettings()  # auth off: every request is an administrator
     app.state.services = Services(
-        settings=settings,
+        data_dir=tmp_path,
         registry=load_registry(sites_file),
         packs=load_packs(),
         store=store,
@@ -201,7 +200,7 @@ def test_cli_reads_the_findings_of_a_state_kept_in_postgresql(tmp_path: Path, pg
         cli_app,
         ["report", "winter", "--season", SEASON, "--site", "h1", "--format", "csv",
          "--out", str(out), "--data-dir", str(tmp_path / "data"), "--sites", str(sites_file)],
-        env={"SUMPWATCH_STATE_URL": pg_url},
+        env={"SUMPWATCH_STORE__STATE_URL": pg_url},
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     total = list(csv.DictReader(out.open()))[-1]

@@ -18,12 +18,12 @@ from gateway.reports.assemble import assemble_site_report
 from gateway.reports.render_csv import site_csv
 from gateway.reports.sources import ReportSources
 from gateway.rules.pack import load_packs
-from gateway.settings import Settings
 from gateway.state.database import SqliteDatabase
 from gateway.store.base import TimeSeriesStore
 from gateway.store.factory import make_store
 from gateway.store.sqlite import SqliteStore
 from tests import influx_fixture
+from tests.conftest import MakeSettings
 from tests.influx_fixture import T0, InfluxServer, pit_series, reading
 
 influxd = influx_fixture.influxd
@@ -77,7 +77,7 @@ async def _report_csv(store: TimeSeriesStore) -> str:
 
 
 async def test_sqlite_and_influxdb_give_the_same_report(
-    tmp_path: Path, influxd: InfluxServer, influx_database: str
+    tmp_path: Path, make_settings: MakeSettings, influxd: InfluxServer, influx_database: str
 ) -> None:
     lite_db = SqliteDatabase(tmp_path / "lite.db")
     await lite_db.open()
@@ -88,8 +88,7 @@ async def test_sqlite_and_influxdb_give_the_same_report(
     finally:
         await lite_db.close()
 
-    settings = Settings(
-        _env_file=None,
+    settings = make_settings(
         data_dir=tmp_path / "influx",
         store={"backend": "influxdb"},
         influx={"url": influxd.url, "database": influx_database},
@@ -97,7 +96,9 @@ async def test_sqlite_and_influxdb_give_the_same_report(
     settings.data_dir.mkdir(parents=True)
     side_db = SqliteDatabase(settings.sqlite_file)
     await side_db.open()
-    influx = make_store(settings, side_db)
+    influx = make_store(
+        settings.store, settings.influx, side_db, spool_dir=settings.data_dir / "spool"
+    )
     await influx.open()
     try:
         from_influx = await _report_csv(influx)

@@ -13,13 +13,13 @@ import pytest
 
 from gateway.contract import NodeKind
 from gateway.domain import Reading
-from gateway.settings import Settings
 from gateway.state.database import SqliteDatabase
 from gateway.store.base import TimeSeriesStore
 from gateway.store.factory import make_store
 from gateway.store.rollups import MAX_HOLD_S, compose, compute_minutes, refresh_forever
 from gateway.store.sqlite import SqliteStore
 from tests import influx_fixture
+from tests.conftest import MakeSettings
 from tests.influx_fixture import T0, InfluxServer, one_of_each_kind, pit_series, reading
 
 influxd = influx_fixture.influxd
@@ -102,7 +102,9 @@ def test_an_hour_composed_from_minutes_equals_the_hour_computed_at_once() -> Non
 
 
 @pytest.fixture(params=["sqlite", "influxdb"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TimeSeriesStore]:
+async def store(
+    request: pytest.FixtureRequest, make_settings: MakeSettings
+) -> AsyncIterator[TimeSeriesStore]:
     extra: dict[str, object] = {}
     if request.param == "influxdb":
         server: InfluxServer = request.getfixturevalue("influxd")
@@ -112,16 +114,11 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
                 "database": request.getfixturevalue("influx_database"),
             }
         }
-    settings = Settings(
-        _env_file=None,
-        data_dir=tmp_path / "data",
-        store={"backend": request.param},
-        **extra,
-    )
+    settings = make_settings(store={"backend": request.param}, **extra)
     settings.data_dir.mkdir(parents=True)
     db = SqliteDatabase(settings.sqlite_file)
     await db.open()
-    opened = make_store(settings, db)
+    opened = make_store(settings.store, settings.influx, db, spool_dir=settings.data_dir / "spool")
     await opened.open()
     yield opened
     await opened.close()

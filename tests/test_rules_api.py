@@ -18,7 +18,7 @@ from gateway.problems import install_error_handlers
 from gateway.registry.models import load_registry
 from gateway.rules.pack import load_packs
 from gateway.services import Services
-from gateway.settings import REPO_DIR, Settings
+from gateway.settings import REPO_DIR, ApiSettings
 from gateway.state.database import SqliteDatabase
 from gateway.state.deadletters import StateRepository
 from gateway.state.findings import FindingRepository
@@ -51,9 +51,9 @@ async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI(dependencies=[Depends(access_control)])
     app.include_router(router)
     install_error_handlers(app)
-    app.state.settings = Settings(_env_file=None)  # auth off: every request is an administrator
+    app.state.api = ApiSettings()  # auth off: every request is an administrator
     app.state.services = Services(
-        settings=app.state.settings,
+        data_dir=tmp_path,
         registry=load_registry(REPO_DIR / "deploy" / "sites.example.toml"),
         packs=load_packs(),
         store=SqliteStore(db),

@@ -79,8 +79,12 @@ def test_a_flat_keyword_argument_still_works_and_names_the_new_key() -> None:
 def test_a_flat_toml_key_still_works(tmp_path: Path) -> None:
     config = tmp_path / "sumpwatch.toml"
     config.write_text('alerts_file = "routing.toml"\nstore = "influxdb"\n')
-    with pytest.warns(DeprecationWarning, match=r"alerts\.file"):
+    with pytest.warns(DeprecationWarning) as caught:
         settings = load_settings(config)
+    assert sorted(str(w.message) for w in caught) == [
+        "setting alerts_file is deprecated; use alerts.file",
+        "setting store is deprecated; use store.backend",
+    ]
     assert settings.alerts.file == Path("routing.toml")
     assert settings.store.backend == "influxdb"
 

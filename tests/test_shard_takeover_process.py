@@ -27,12 +27,12 @@ def _start(
     env.update(
         SUMPWATCH_DATA_DIR=str(tmp_path / name),
         SUMPWATCH_SITES_FILE=str(DEMO_SITES),
-        SUMPWATCH_MQTT_HOST=broker.host,
-        SUMPWATCH_MQTT_PORT=str(broker.port),
-        SUMPWATCH_MQTT_CLIENT_ID="gw-proc",  # the shard's: gw-proc-shard-0
-        SUMPWATCH_STATE_URL=pg_url,
-        SUMPWATCH_REPORT_SCHEDULE="false",
-        SUMPWATCH_RATE_LIMIT_FACTOR="0",
+        SUMPWATCH_MQTT__HOST=broker.host,
+        SUMPWATCH_MQTT__PORT=str(broker.port),
+        SUMPWATCH_MQTT__CLIENT_ID="gw-proc",  # the shard's: gw-proc-shard-0
+        SUMPWATCH_STORE__STATE_URL=pg_url,
+        SUMPWATCH_REPORTS__SCHEDULE="false",
+        SUMPWATCH_VALIDATION__RATE_LIMIT_FACTOR="0",
     )
     log = tmp_path / f"{name}.log"
     with log.open("wb") as out:

@@ -16,6 +16,7 @@ KERNEL = (
     "gateway.units",
     "gateway.tomlfile",
     "gateway.mqttconn",
+    "gateway.aiotasks",
 )
 
 

@@ -140,7 +140,7 @@ def test_db_upgrade_command_reports_the_versions(tmp_path: Path) -> None:
     path = tmp_path / "legacy.db"
     _legacy_database(path)
     config = tmp_path / "settings.toml"
-    config.write_text(f'data_dir = "{tmp_path}"\nsqlite_path = "{path}"\n')
+    config.write_text(f'data_dir = "{tmp_path}"\n[store]\nsqlite_path = "{path}"\n')
     runner = CliRunner()
     before = runner.invoke(app, ["db", "version", "--config", str(config)])
     assert before.exit_code == 0, before.output

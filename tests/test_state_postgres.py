@@ -139,7 +139,7 @@ async def test_timestamps_order_as_bytes_whatever_the_databases_locale(state_db:
 
 def test_db_commands_report_and_upgrade_a_postgresql_database(tmp_path: Path, pg_url: str) -> None:
     config = tmp_path / "settings.toml"
-    config.write_text(f'data_dir = "{tmp_path}"\nstate_url = "{pg_url}"\n')
+    config.write_text(f'data_dir = "{tmp_path}"\n[store]\nstate_url = "{pg_url}"\n')
     runner = CliRunner()
     before = runner.invoke(app, ["db", "version", "--config", str(config)])
     assert before.exit_code == 0, before.output

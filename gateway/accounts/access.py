@@ -38,8 +38,8 @@ from starlette.types import Scope as Scope_
 from gateway.accounts.models import OPEN_ACCESS, Principal, Role, Scope
 from gateway.accounts.repository import TOKEN_PREFIX, AccountStore
 from gateway.errors import NotFound
+from gateway.pages import api_settings
 from gateway.services import Services, get_services
-from gateway.settings import Settings
 
 SESSION_COOKIE = "sumpwatch_session"
 CSRF_HEADER = "x-csrf-token"
@@ -70,9 +70,8 @@ def accounts_of(request: Request) -> AccountStore:
 
 
 def auth_enabled(request: Request) -> bool:
-    """Whether ``settings.api.auth_enabled`` is on for this app."""
-    settings: Settings = request.app.state.settings
-    return settings.api.auth_enabled
+    """Whether ``api.auth_enabled`` is on for this app."""
+    return api_settings(request).auth_enabled
 
 
 async def _site_of_site(request: Request, site_id: str) -> str:

@@ -43,7 +43,7 @@ def _run(config: Path | None, action: Callable[[AccountStore, Settings], Awaitab
         db = state_database(settings.sqlite_file, settings.store.state_url)
         await db.open()
         try:
-            store = AccountStore(db, resolve_secret_key(settings))
+            store = AccountStore(db, resolve_secret_key(settings.api, settings.data_dir))
             await store.open()
             return await action(store, settings)
         finally:

@@ -22,7 +22,7 @@ from gateway.accounts.access import (
 from gateway.accounts.models import Principal
 from gateway.accounts.ratelimit import LoginLimiter
 from gateway.errors import NotFound
-from gateway.pages import render
+from gateway.pages import api_settings, render
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["accounts"])
@@ -31,7 +31,7 @@ LOGIN_CSRF_COOKIE = "sumpwatch_login_csrf"
 
 
 def _secure(request: Request) -> bool:
-    forced = request.app.state.settings.api.cookie_secure
+    forced = api_settings(request).cookie_secure
     return bool(forced) if forced is not None else request.url.scheme == "https"
 
 

@@ -1,6 +1,6 @@
 """The secret key that keys session and API-token HMACs: where it comes from.
 
-``settings.api.secret_key`` (``SUMPWATCH_SECRET_KEY``) when it is a real one; else the
+``settings.api.secret_key`` (``SUMPWATCH_API__SECRET_KEY``) when it is a real one; else the
 file ``<data_dir>/secret_key`` (mode 600), which ``sumpwatch demo`` writes on its
 first start so the demo's tokens and sessions survive restarts and ``sumpwatch user
 token`` (same data dir) makes tokens the running demo accepts. A placeholder key
@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 
 from gateway.errors import ConfigError
-from gateway.settings import Settings
+from gateway.settings import ApiSettings
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,9 @@ def key_file(data_dir: Path) -> Path:
     return data_dir / KEY_FILE
 
 
-def is_placeholder(settings: Settings) -> bool:
-    """True when ``settings.api.secret_key`` is one of the published placeholders."""
-    return settings.api.secret_key.get_secret_value() in PLACEHOLDER_KEYS
+def is_placeholder(api: ApiSettings) -> bool:
+    """True when ``api.secret_key`` is one of the published placeholders."""
+    return api.secret_key.get_secret_value() in PLACEHOLDER_KEYS
 
 
 def _read(path: Path) -> str:
@@ -46,15 +46,16 @@ def _read(path: Path) -> str:
     return value
 
 
-def resolve_secret_key(settings: Settings) -> str:
-    """The key to use, or ConfigError when only a placeholder is configured."""
-    if not is_placeholder(settings):
-        return settings.api.secret_key.get_secret_value()
-    path = key_file(settings.data_dir)
+def resolve_secret_key(api: ApiSettings, data_dir: Path) -> str:
+    """The key to use (``api.secret_key``, or the one ``data_dir`` keeps), or
+    ConfigError when only a placeholder is configured."""
+    if not is_placeholder(api):
+        return api.secret_key.get_secret_value()
+    path = key_file(data_dir)
     if path.exists():
         return _read(path)
     raise ConfigError(
-        "secret_key is the published placeholder: set SUMPWATCH_SECRET_KEY to a long random "
+        "secret_key is the published placeholder: set SUMPWATCH_API__SECRET_KEY to a long random "
         "value (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))') "
         f"or put one in {path} (mode 600)"
     )

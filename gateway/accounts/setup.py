@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
@@ -15,7 +16,7 @@ from gateway.accounts.secret import resolve_secret_key
 from gateway.accounts.security import SecurityHeadersMiddleware, install_log_redaction
 from gateway.accounts.seed import load_seed, seed_users
 from gateway.services import Services
-from gateway.settings import Settings
+from gateway.settings import ApiSettings
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,9 @@ def install_accounts(app: FastAPI, img_sources: tuple[str, ...] = ()) -> None:
     app.state.login_limiter = LoginLimiter()
 
 
-async def open_accounts(app: FastAPI, services: Services, settings: Settings) -> AccountStore:
+async def open_accounts(
+    app: FastAPI, services: Services, api: ApiSettings, data_dir: Path
+) -> AccountStore:
     """Open the account tables (the state database), seed users, and stop secrets reaching logs.
 
     With authentication on, a placeholder secret key (and no ``<data_dir>/secret_key``)
@@ -59,18 +62,16 @@ async def open_accounts(app: FastAPI, services: Services, settings: Settings) ->
     """
     install_log_redaction()
     key = (
-        resolve_secret_key(settings)
-        if settings.api.auth_enabled
-        else settings.api.secret_key.get_secret_value()
+        resolve_secret_key(api, data_dir) if api.auth_enabled else api.secret_key.get_secret_value()
     )
     store = AccountStore(services.state_database, key)
     await store.open()
     app.state.accounts = store
-    users_file = settings.api.users_file
+    users_file = api.users_file
     if users_file is not None:
         created = await seed_users(store, load_seed(users_file))
         for user in created:
             log.info("seeded %s account %r", user.role.value, user.username)
-    if not settings.api.auth_enabled:
+    if not api.auth_enabled:
         log.warning("auth_enabled is off: every request is treated as an administrator")
     return store

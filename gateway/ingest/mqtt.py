@@ -28,9 +28,10 @@ import logging
 import random
 import secrets
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import aiomqtt
 from paho.mqtt.subscribeoptions import SubscribeOptions
@@ -40,8 +41,7 @@ from gateway.domain import RawMessage
 from gateway.errors import ConfigError
 from gateway.ingest._paho_fastpath import FastPath, PlainPath, Publish, enable_manual_ack
 from gateway.mqttconn import MqttWill, aiomqtt_client
-from gateway.registry import load_registry
-from gateway.settings import Settings
+from gateway.settings import MqttSettings
 
 log = logging.getLogger(__name__)
 
@@ -77,28 +77,28 @@ def _deliver(
 CLIENT_ID_FILE = "mqtt-client-id"
 
 
-def gateway_client_id(settings: Settings) -> str:
-    """The gateway's MQTT client id: configured, or generated once per data dir.
+def gateway_client_id(mqtt: MqttSettings, data_dir: Path) -> str:
+    """The gateway's MQTT client id: configured, or generated once per ``data_dir``.
 
     The persistent session (and the queue the broker keeps while we are down) is
     keyed on it, so it must be stable across restarts; it is random so nobody can
     read it in our docs (the broker's listeners also keep nodes away from it:
     docs/security.md).
     """
-    if settings.mqtt.client_id:
-        return settings.mqtt.client_id
-    path = settings.data_dir / CLIENT_ID_FILE
+    if mqtt.client_id:
+        return mqtt.client_id
+    path = data_dir / CLIENT_ID_FILE
     try:
         return path.read_text().strip()
     except FileNotFoundError:
         pass
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(parents=True, exist_ok=True)
     client_id = f"sumpwatch-gw-{secrets.token_hex(8)}"
     path.write_text(client_id + "\n")
     return client_id
 
 
-def shared_group(settings: Settings) -> str | None:
+def shared_group(mqtt: MqttSettings) -> str | None:
     """The ``$share`` group actually joined: the configured name keyed by our password.
 
     Mosquitto 2.0's ACL file cannot refuse a SUBSCRIBE, so any login may join a
@@ -106,10 +106,10 @@ def shared_group(settings: Settings) -> str | None:
     then withholds from it: lost for everyone). Gateways of one group log in with
     the same password, so they all derive the same name; a node cannot.
     """
-    group = settings.mqtt.shared_group
-    if not group or settings.mqtt.password is None:
+    group = mqtt.shared_group
+    if not group or mqtt.password is None:
         return group
-    key = settings.mqtt.password.get_secret_value().encode()
+    key = mqtt.password.get_secret_value().encode()
     return f"{group}-{hmac.new(key, group.encode(), hashlib.sha256).hexdigest()[:24]}"
 
 
@@ -177,27 +177,30 @@ class SitePartition:
 
 
 class MqttSource:
-    """Subscribes to the contract's topics and hands every message to ``handler``."""
+    """Subscribes to the contract's topics and hands every message to ``handler``.
+
+    Takes the ``mqtt`` section only; ``client_id`` is :func:`gateway_client_id`'s, and
+    ``site_ids`` the registry's sites, which a site partition (``shards`` > 1)
+    subscribes to one by one unless ``partition_all_topics``.
+    """
 
     def __init__(
         self,
-        settings: Settings,
+        mqtt: MqttSettings,
         handler: Handler,
         *,
+        client_id: str,
+        site_ids: Iterable[str] = (),
         on_connection: Callable[[bool], None] | None = None,
         partition: SitePartition | None = None,
     ) -> None:
-        self._settings = settings
+        self._mqtt = mqtt
+        self._client_id = client_id
         self._handler = handler
-        if partition is None:
-            shards = settings.mqtt.shards
-            shard = settings.mqtt.shard
-            if shard is not None and shards > 1:
-                sites: tuple[str, ...] = ()
-                if not settings.mqtt.partition_all_topics:
-                    sites = tuple(site.id for site in load_registry(settings.sites_file))
-                partition = SitePartition(shard, shards, sites)
-        if partition is not None and settings.mqtt.shared_group:
+        if partition is None and mqtt.shard is not None and mqtt.shards > 1:
+            sites = () if mqtt.partition_all_topics else tuple(site_ids)
+            partition = SitePartition(mqtt.shard, mqtt.shards, sites)
+        if partition is not None and mqtt.shared_group:
             raise ConfigError("site partitions and a $share group exclude each other")
         self.partition = partition
         self._on_connection = on_connection
@@ -209,8 +212,8 @@ class MqttSource:
         self.last_error: str | None = None
 
     def _make_client(self) -> aiomqtt.Client:
-        client_id = gateway_client_id(self._settings)
-        conn = self._settings.mqtt.connection(client_id, persistent=True)
+        client_id = self._client_id
+        conn = self._mqtt.connection(client_id, persistent=True)
         return aiomqtt_client(
             conn.replace(will=MqttWill(availability_topic(client_id), AVAILABILITY_OFFLINE))
         )
@@ -218,13 +221,13 @@ class MqttSource:
     async def _announce(self, client: aiomqtt.Client) -> None:
         """The birth message: retained, so a late subscriber sees we are up (the will
         replaces it with ``offline`` if we vanish)."""
-        topic = availability_topic(gateway_client_id(self._settings))
+        topic = availability_topic(self._client_id)
         await client.publish(topic, AVAILABILITY_ONLINE, qos=1, retain=True)
 
     def _topics(self) -> list[str]:
         if self.partition is not None:
             return self.partition.topics()
-        group = shared_group(self._settings)
+        group = shared_group(self._mqtt)
         return [f"$share/{group}/{t}" if group else t for t in SUBSCRIPTIONS]
 
     async def run(self) -> None:
@@ -244,10 +247,10 @@ class MqttSource:
                     if self.partition is not None and not self.partition.sites
                     else None
                 )
-                v5 = self._settings.mqtt.protocol == "5"
+                v5 = self._mqtt.protocol == "5"
                 path: FastPath | PlainPath = (
                     FastPath(client, receive, owns, v5=v5)
-                    if self._settings.mqtt.fast_path
+                    if self._mqtt.fast_path
                     else PlainPath(client, owns)
                 )
                 self._fast = path
@@ -281,7 +284,7 @@ class MqttSource:
                 self._fast = None
                 self._set_connected(False)
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, self._settings.mqtt.reconnect_max_s)
+            delay = min(delay * 2, self._mqtt.reconnect_max_s)
 
     def _receiver(self, generation: int) -> Callable[[Publish], None]:
         handler = self._handler

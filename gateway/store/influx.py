@@ -45,6 +45,7 @@ import random
 import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -53,7 +54,7 @@ from gateway.aiotasks import cancel_one
 from gateway.contract import FIELDS, NodeKind
 from gateway.domain import FindingEvent, Reading, Severity, StatusChange
 from gateway.errors import StoreError, StoreUnavailable
-from gateway.settings import Settings
+from gateway.settings import InfluxSettings
 from gateway.state.database import SqliteDatabase
 from gateway.store import rollups as rollup_math
 from gateway.store.base import DayRollup, Resolution, Rollup, SeriesQuery
@@ -224,22 +225,22 @@ class InfluxStore:
 
     name = "influxdb"
 
-    def __init__(self, settings: Settings, db: SqliteDatabase) -> None:
-        self.settings = settings
+    def __init__(self, influx: InfluxSettings, db: SqliteDatabase, *, spool_dir: Path) -> None:
+        self.influx = influx
         self.db = db
         self.dirty = rollup_math.DirtyLog(db)
         self.spool = Spool(
-            settings.data_dir / "spool",
-            settings.influx.spool_max_bytes,
-            segment_bytes=int(settings.influx.spool_segment_bytes),
+            spool_dir,
+            influx.spool_max_bytes,
+            segment_bytes=int(influx.spool_segment_bytes),
         )
-        self.batch_bytes = int(settings.influx.batch_bytes)
-        self.timeout_s = float(settings.influx.timeout_s)
-        self.retry_min_s = float(settings.influx.retry_min_s)
-        self.retry_max_s = float(settings.influx.retry_max_s)
-        self.close_drain_s = float(settings.influx.close_drain_s)
+        self.batch_bytes = int(influx.batch_bytes)
+        self.timeout_s = float(influx.timeout_s)
+        self.retry_min_s = float(influx.retry_min_s)
+        self.retry_max_s = float(influx.retry_max_s)
+        self.close_drain_s = float(influx.close_drain_s)
         self._client: httpx.AsyncClient | None = None
-        self._params: dict[str, str] = {"db": settings.influx.database}
+        self._params: dict[str, str] = {"db": influx.database}
         self._headers: dict[str, str] = {}
         self._write_lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -261,16 +262,16 @@ class InfluxStore:
     async def open(self) -> None:
         """Open the spool, create the database when the server allows it, and start
         replaying whatever the spool holds from an earlier run."""
-        s = self.settings
-        if s.influx.token is not None:
+        s = self.influx
+        if s.token is not None:
             # 2.x (v1 compatibility) and 3.x accept the token in this header.
-            self._headers["Authorization"] = f"Token {s.influx.token.get_secret_value()}"
-        elif s.influx.username is not None:
-            self._params["u"] = s.influx.username
-            if s.influx.password is not None:
-                self._params["p"] = s.influx.password.get_secret_value()
+            self._headers["Authorization"] = f"Token {s.token.get_secret_value()}"
+        elif s.username is not None:
+            self._params["u"] = s.username
+            if s.password is not None:
+                self._params["p"] = s.password.get_secret_value()
         self._client = httpx.AsyncClient(
-            base_url=s.influx.url.rstrip("/"),
+            base_url=s.url.rstrip("/"),
             timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 3.0)),
             headers=self._headers,
         )
@@ -351,7 +352,7 @@ class InfluxStore:
                         "InfluxDB spool is FULL (%d bytes): refusing writes until InfluxDB "
                         "at %s takes the backlog",
                         self.spool.size_bytes,
-                        self.settings.influx.url,
+                        self.influx.url,
                     )
                 self._spool_full = True
                 raise
@@ -365,7 +366,7 @@ class InfluxStore:
         client = self._require_client()
         headers = {"Content-Type": "text/plain; charset=utf-8"}
         body = payload
-        if self.settings.influx.gzip:
+        if self.influx.gzip:
             body = await asyncio.to_thread(gzip.compress, payload, 1)
             headers["Content-Encoding"] = "gzip"
         try:
@@ -418,14 +419,14 @@ class InfluxStore:
         if self._up:
             log.warning(
                 "InfluxDB at %s unreachable (%s); spooling to disk",
-                self.settings.influx.url,
+                self.influx.url,
                 reason,
             )
         self._up = False
 
     def _came_up(self) -> None:
         if not self._up:
-            log.warning("InfluxDB at %s is back; replaying the spool", self.settings.influx.url)
+            log.warning("InfluxDB at %s is back; replaying the spool", self.influx.url)
         self._up = True
 
     async def _flush_loop(self) -> None:
@@ -504,7 +505,7 @@ class InfluxStore:
     async def _create_database(self) -> None:
         # 1.x needs it; 2.x (DBRP mapping) and 3.x (created on first write) refuse or
         # ignore it, which is fine.
-        await self._query(f'CREATE DATABASE "{self.settings.influx.database}"', method="POST")
+        await self._query(f'CREATE DATABASE "{self.influx.database}"', method="POST")
 
     @staticmethod
     def _rows(series: dict[str, Any]) -> Iterable[dict[str, Any]]:

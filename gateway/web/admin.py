@@ -229,7 +229,7 @@ def _inject_page(
         request,
         "admin_inject.html",
         admin,
-        availability=inject.availability(services.settings.data_dir),
+        availability=inject.availability(services.data_dir),
         sites=sorted((s.id, s.name) for s in services.registry),
         scenarios=sorted(inject.fault_scenarios().items()),
         lead_minutes=int(inject.LEAD.total_seconds() // 60),
@@ -246,7 +246,7 @@ async def _inject(request: Request, site_id: str, scenario: str) -> inject.Injec
     if services.registry.get(site_id) is None:
         raise NotFound(f"no site with id {site_id!r}")
     # Stopping the old simulator waits for it: off the event loop.
-    return await asyncio.to_thread(inject.inject, services.settings.data_dir, site_id, scenario)
+    return await asyncio.to_thread(inject.inject, services.data_dir, site_id, scenario)
 
 
 @router.get("/admin/inject")

@@ -161,8 +161,8 @@ async def console(request: Request, jurisdiction: str, principal: PrincipalDep) 
         for r in view.rows
         if r.lat is not None and r.lon is not None
     ]
-    settings = _services(request).settings
-    map_config = {"tiles": settings.map.tile_url, "attribution": settings.map.attribution}
+    tiles = _services(request).map
+    map_config = {"tiles": tiles.tile_url, "attribution": tiles.attribution}
     return render(
         request,
         "console.html",

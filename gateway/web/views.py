@@ -683,7 +683,7 @@ async def site_overview(
     findings = await sources.open_findings(runtime, [site.id])
     alerts = await sources.live_alerts(runtime, site_id=site.id)
     verdict = await sources.verdict(runtime, site, now, findings)
-    factor = runtime.settings.detectors.silence_factor
+    factor = runtime.detectors.silence_factor
     staff = principal.is_staff
     pit = _of_kind(site, latest, NodeKind.PIT)
     outlet = _of_kind(site, latest, NodeKind.DISCHARGE)
@@ -893,7 +893,7 @@ async def console_view(
     findings = await sources.open_findings(runtime, [s.id for s in sites])
     alerts = await sources.live_alerts(runtime, jurisdiction=jurisdiction)
     by_id = {s.id: s for s in sites}
-    factor = runtime.settings.detectors.silence_factor
+    factor = runtime.detectors.silence_factor
     rows: list[ConsoleRow] = []
     audit_rows: list[AuditRow] = []
     cite = _Citations(pack)
