@@ -9,4 +9,8 @@ scripts/setup.sh --system --python --esphome
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# Two worker processes, one test module each at a time (module fixtures stay shared):
+# most integration tests wait on a broker, a browser or a demo, so two overlap on two
+# cores. SUMPWATCH_TEST_WORKERS=0 runs in one process.
+exec .venv/bin/python -m pytest -q -p no:cacheprovider \
+    -n "${SUMPWATCH_TEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"

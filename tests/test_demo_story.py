@@ -7,12 +7,14 @@ live ``--speed`` that would outrun the gateway's clock limit is refused up front
 
 from __future__ import annotations
 
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -109,22 +111,39 @@ def _story_told(found: dict[str, set[str]]) -> bool:
     )
 
 
-@pytest.mark.integration
-@pytest.mark.slow
-def test_the_demo_backfills_history_and_three_homes_go_wrong_within_three_minutes(
-    tmp_path: Path,
-) -> None:
-    data = tmp_path / "demo"
-    db = data / "sumpwatch.db"
+@dataclass(frozen=True)
+class DemoRun:
+    data: Path
+    started: float
+
+    @property
+    def db(self) -> Path:
+        return self.data / "sumpwatch.db"
+
+
+@pytest.fixture(scope="module")
+def told(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """One demo run until its story is told and it is live, then stopped: the data dir
+    it left, and when it started. Shared: each demo run costs about a minute."""
+    data = tmp_path_factory.mktemp("story") / "demo"
     started = time.time()
     # Within 3 minutes: the three findings, and live device time keeping up with the clock.
     _run_demo_until(data, lambda db: _story_told(_findings(db)) and _live(db), timeout=180)
-    oldest = _oldest_reading(db)
-    assert oldest is not None and oldest < started - 5 * 3600  # hours of history
-    found = _findings(db)
+    return DemoRun(data, started)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_demo_backfills_history_and_three_homes_go_wrong_within_three_minutes(
+    told: DemoRun,
+) -> None:
+    oldest = _oldest_reading(told.db)
+    assert oldest is not None and oldest < told.started - 5 * 3600  # hours of history
+    found = _findings(told.db)
+    assert _story_told(found)
     quiet = {site: rules for site, rules in found.items() if site not in STORY}
     assert quiet == {}, f"the quiet homes have findings: {quiet}"
-    with sqlite3.connect(db) as conn:
+    with sqlite3.connect(told.db) as conn:
         ahead = conn.execute(
             "SELECT COUNT(*) FROM deadletters WHERE reason = 'clock_ahead'"
         ).fetchone()[0]
@@ -171,10 +190,12 @@ def _run_demo_until(data: Path, done: Callable[[Path], bool], timeout: float = 1
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_a_demo_rerun_on_its_data_dir_does_not_write_a_second_history(tmp_path: Path) -> None:
-    data = tmp_path / "demo"
+def test_a_demo_rerun_on_its_data_dir_does_not_write_a_second_history(
+    told: DemoRun, tmp_path: Path
+) -> None:
+    data = tmp_path / "demo"  # a copy: the story's own data dir stays as it was left
+    shutil.copytree(told.data, data)
     db = data / "sumpwatch.db"
-    _run_demo_until(data, lambda db: _story_told(_findings(db)))
     with sqlite3.connect(db) as conn:  # the first demo has stopped: this is all it stored
         first_newest = float(conn.execute("SELECT MAX(ts) FROM readings").fetchone()[0])
     held = _count_until(db, first_newest)

@@ -32,6 +32,10 @@ from gateway.settings import REPO_DIR
 STRICT = ("sanitary_discharge", "icing_risk")
 OTHERS = ("frozen_line", "high_water", "continuous_run", "short_cycling", "sensor_silent")
 
+# The module fixtures replay every scenario and the smoke sweep (minutes of CPU): on a
+# busy machine their first test needs more than the suite's 300 s.
+pytestmark = pytest.mark.timeout(900)
+
 
 @pytest.fixture(scope="module")
 def score() -> Score:
