@@ -143,11 +143,11 @@ def gateway(
     """The gateway draining the backlog from its persistent session."""
     root.mkdir(parents=True)
     env = {
-        "SUMPWATCH_RATE_LIMIT_FACTOR": "1e9",  # measure the pipeline, not the limit
+        "SUMPWATCH_VALIDATION__RATE_LIMIT_FACTOR": "1e9",  # measure the pipeline, not the limit
         # A fresh data dir on the 1st of a month would also write last month's report of
         # every site (1,000 PDFs, matplotlib and ReportLab loaded) in the background: a
         # monthly batch job, not ingest, measured by bench/report_bench.py instead.
-        "SUMPWATCH_REPORT_SCHEDULE": "false",
+        "SUMPWATCH_REPORTS__SCHEDULE": "false",
         **env,
     }
     _gateway(broker, root, sites, env, 0)  # creates the persistent session
@@ -399,9 +399,9 @@ def main() -> None:
         if influx is not None and not args.no_influx:
             db = f"gw_{uuid.uuid4().hex[:8]}"
             env = {
-                "SUMPWATCH_STORE": "influxdb",
-                "SUMPWATCH_INFLUX_URL": influx.url,
-                "SUMPWATCH_INFLUX_DATABASE": db,
+                "SUMPWATCH_STORE__BACKEND": "influxdb",
+                "SUMPWATCH_INFLUX__URL": influx.url,
+                "SUMPWATCH_INFLUX__DATABASE": db,
             }
             measure(
                 "gateway, InfluxDB",
