@@ -29,18 +29,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gateway.aiotasks import cancel_and_wait
 from gateway.domain import DeadLetter, FindingChange, FindingEvent, StatusChange
 from gateway.errors import StoreUnavailable
 from gateway.pipeline import FindingSink
 from gateway.rules.serialize import event_json, finding_from_json
 from gateway.state.database import Database
 from gateway.state.deadletters import StateRepository
-from gateway.store.spool import Spool
+from gateway.store.spool import Spool, SpoolBatch
 
 log = logging.getLogger(__name__)
 
 #: The spool's cap: about a million events; past it new batches fail loudly.
 MAX_BYTES = 1 << 30
+#: Longest a stop waits for a batch being written to finish (a dead database fails
+#: its write sooner: the connection is refused or times out).
+CLOSE_WAIT_S = 15.0
 
 
 def encode(events: Sequence[FindingEvent], start: int) -> bytes:
@@ -66,6 +70,7 @@ class SpoolQueue:
         self.retry_s = retry_s
         self.spool = Spool(folder, MAX_BYTES)
         self._wake = asyncio.Event()
+        self._inflight: asyncio.Task[bool] | None = None
 
     async def open(self) -> None:
         """Open the spool (a queue left by a previous run is written by :meth:`run`)."""
@@ -74,7 +79,12 @@ class SpoolQueue:
             log.warning("state queue: %d batch(es) left to write", self.spool.pending_records)
 
     async def close(self) -> None:
-        """Close the spool (what is queued stays on disk)."""
+        """Let a write under way finish and be acknowledged (bounded: past the wait it is
+        stopped and written again at the next start), then close the spool; what is
+        queued stays on disk."""
+        if self._inflight is not None:
+            _, pending = await asyncio.wait({self._inflight}, timeout=CLOSE_WAIT_S)
+            await cancel_and_wait(list(pending))
         await asyncio.to_thread(self.spool.close)
 
     @property
@@ -95,12 +105,21 @@ class SpoolQueue:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            if await self.write_head(batch.payload):
-                await asyncio.to_thread(self.spool.ack, batch)
-                if self.spool.empty:
-                    log.info("state queue: written; the state database is caught up")
+            # Shielded: a stop that lands while a batch is being written must not leave
+            # it written but not acknowledged (the next start would write it again);
+            # close() waits for it.
+            self._inflight = asyncio.create_task(self._write_and_ack(batch), name="state-write")
+            if await asyncio.shield(self._inflight):
                 continue
             await asyncio.sleep(self.retry_s)
+
+    async def _write_and_ack(self, batch: SpoolBatch) -> bool:
+        if not await self.write_head(batch.payload):
+            return False
+        await asyncio.to_thread(self.spool.ack, batch)
+        if self.spool.empty:
+            log.info("state queue: written; the state database is caught up")
+        return True
 
     async def write_head(self, payload: bytes) -> bool:
         """Write one queued batch; False while the database is unavailable."""
