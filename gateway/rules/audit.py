@@ -172,8 +172,8 @@ def _judge(req: Requirement, facts: Mapping[str, Any]) -> _Judgement:
 
 
 #: What a pack's requirements say of one installation: (requirement, status, message,
-#: actual) for each it fails, may fail or cannot check.
-_Judged = list[tuple[Requirement, AuditStatus, str, Any]]
+#: actual, expected) for each it fails, may fail or cannot check.
+_Judged = list[tuple[Requirement, AuditStatus, str, Any, Any]]
 #: Judgements made, per pack and installation facts: a village's sites mostly record
 #: the same few facts (or none), so 1,000 audits make a handful of distinct judgements.
 #: Keyed by the pack's identity (the entry keeps the pack, so its id is not reused)
@@ -205,7 +205,7 @@ def _judge_all(pack: RulePack, inst: Installation) -> _Judged:
     for req in pack.requirements:
         status, message, actual = _judge(req, facts)
         if status is not None:
-            out.append((req, status, message, actual))
+            out.append((req, status, message, actual, _plain(req.expected)))
     return out
 
 
@@ -223,6 +223,11 @@ def _waiver_note(
             ref = f" ({w.reference})" if w.reference else ""
             return f" An approved waiver{ref} covers it until {w.end}.", cite
     return None
+
+
+def _own(value: Any) -> Any:
+    """A judged value for one item: a list is copied, so no two items share one."""
+    return list(value) if isinstance(value, list) else value
 
 
 def audit_site(
@@ -244,7 +249,7 @@ def audit_site(
     inst = installation if installation is not None else site.installation_on(day)
     before_season = season_advice(pack.season, day)
     items: list[AuditItem] = []
-    for req, judged, text, actual in _judgements(pack, inst):
+    for req, judged, text, actual, expected in _judgements(pack, inst):
         status, message, citations = judged, text, req.citations
         if status == "fail":
             waived = _waiver_note(req, site, pack, at)
@@ -264,8 +269,8 @@ def audit_site(
                 message=message,
                 action=action,
                 field=req.field,
-                actual=list(actual) if isinstance(actual, list) else actual,  # not shared
-                expected=_plain(req.expected),
+                actual=_own(actual),
+                expected=_own(expected),
                 citations=citations,
             )
         )
