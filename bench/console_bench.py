@@ -11,12 +11,17 @@ Usage::
 
     python bench/console_bench.py                # 1,000 sites
     python bench/console_bench.py --sites 100
+    python bench/console_bench.py --digest       # also a digest of the console's data
+
+The digest (sha256 of the view's JSON, every float to the last bit) is the same
+before and after a change exactly when the console's data is.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import statistics
 import tempfile
@@ -88,6 +93,9 @@ async def run(args: argparse.Namespace) -> None:
         times.append(time.perf_counter() - t1)
     await db.close()
     tmp.cleanup()
+    if args.digest:
+        data = view.model_dump_json().encode()
+        print(f"digest of the console's data: {hashlib.sha256(data).hexdigest()}")
     median = statistics.median(times)
     print(f"console data for {len(view.rows)} sites, {opened} findings, alerts not wired:")
     print(f"  runs: {', '.join(f'{1000 * t:.0f}' for t in times)} ms")
@@ -103,6 +111,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sites", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--digest", action="store_true", help="Also print a digest of the data")
     asyncio.run(run(parser.parse_args()))
 
 

@@ -20,12 +20,19 @@ Usage::
     python bench/report_bench.py --sites 100     # smaller
     python bench/report_bench.py --db /tmp/r.db  # keep / reuse the generated store
     python bench/report_bench.py --tracemalloc   # also trace Python allocations (slower)
+    python bench/report_bench.py --digest        # also a digest of every report's content
+
+The digest (sha256 of every site's report ``repr``, the village report's and its
+HTML and CSV) is the same before and after a change exactly when the reports are:
+``repr`` writes each float to the last bit. Run it on the same ``--db`` with the
+code before and after (e.g. an old checkout first on ``PYTHONPATH``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import math
 import os
 import random
@@ -42,7 +49,7 @@ from typing import TypeVar
 
 from gateway.domain import Citation, Finding, FindingChange, FindingEvent, Severity
 from gateway.registry.models import SiteConfig, SiteRegistry
-from gateway.reports.assemble import assemble_village_report
+from gateway.reports.assemble import assemble_site_report, assemble_village_report
 from gateway.reports.render_csv import village_csv
 from gateway.reports.render_html import village_html
 from gateway.reports.render_pdf import village_pdf
@@ -281,6 +288,17 @@ async def timed(label: str, coro: Awaitable[T]) -> tuple[T, float]:
     return result, seconds
 
 
+async def digest(sources: ReportSources, sites: list[SiteConfig]) -> str:
+    """sha256 of every site's report, the village report, and its HTML and CSV."""
+    h = hashlib.sha256()
+    for site in sites:
+        h.update(repr(await assemble_site_report(sources, site.id, SEASON, now=NOW)).encode())
+    village = await assemble_village_report(sources, SEASON, jurisdiction="edgar", now=NOW)
+    for part in (repr(village), village_html(village), village_csv(village)):
+        h.update(part.encode())
+    return h.hexdigest()
+
+
 async def run(args: argparse.Namespace) -> None:
     sites = make_sites(args.sites)
     tmp = tempfile.TemporaryDirectory(prefix="report-bench-")
@@ -327,6 +345,8 @@ async def run(args: argparse.Namespace) -> None:
         build_winter_report(sources, SEASON, "pdf", site=sites[7].id, now=NOW),
     )
     traced = tracemalloc.get_traced_memory()[1] / 2**20 if args.tracemalloc else None
+    if args.digest:
+        print(f"digest of every report: {await digest(sources, sites)}")
     await db.close()
     print(f"peak RSS: {rss_mib():,.0f} MiB (before the report: {rss_before:,.0f} MiB)")
     if traced is not None:
@@ -348,6 +368,9 @@ def main() -> None:
     parser.add_argument("--sites", type=int, default=1000)
     parser.add_argument("--db", help="Keep the generated store here (reused if it exists)")
     parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument(
+        "--digest", action="store_true", help="Also print a digest of every report's content"
+    )
     asyncio.run(run(parser.parse_args()))
 
 

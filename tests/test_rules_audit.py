@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gateway.registry.models import SiteConfig, load_registry
+from gateway.registry.models import Installation, SiteConfig, load_registry
 from gateway.rules.audit import AuditItem, audit_site, audit_sites
 from gateway.rules.pack import RulePack, load_packs
 from gateway.rules.sequences import make_site
@@ -327,3 +327,21 @@ def test_the_exit_height_message_quotes_the_text_instead_of_claiming_it_requires
     assert "requires" not in item.message
     assert '"at one (I) foot above finished grade"' in item.message
     assert "read here as at least 1 ft" in item.message
+
+
+def test_an_audit_reports_each_sites_recorded_value_even_when_an_equal_one_was_judged_before(
+    packs: dict[str, RulePack],
+) -> None:
+    # 6.0 and 6 judge alike; each site's item still shows its own value, as recorded.
+    site = make_site(jurisdiction="edgar", destination="grade", outlet_to_property_line_ft=6)
+    as_float = {i.requirement_id: i for i in audit_site(site, packs["edgar"])}
+    facts = {**dict(site.installation), "outlet_to_property_line_ft": 6}
+    as_int = {
+        i.requirement_id: i
+        for i in audit_site(
+            site, packs["edgar"], installation=Installation.model_construct(**facts)
+        )
+    }
+    assert type(as_float["property_line_setback"].actual) is float
+    assert type(as_int["property_line_setback"].actual) is int
+    assert as_int["property_line_setback"].message == as_float["property_line_setback"].message

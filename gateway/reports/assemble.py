@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+import operator
 import statistics
+from array import array
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
-from itertools import accumulate
+from itertools import accumulate, compress
 from typing import Any
 
 from alerts.lifecycle import TEST_RULE
@@ -141,13 +143,19 @@ def _spans(days: Iterable[DayRollup], base: float, n: int) -> list[_Span]:
 
 
 def _place(spans: Iterable[_Span], name: str, n: int, fill: float) -> list[float]:
-    """One node's hourly series of ``name`` over the site's n hours."""
-    out = [fill] * n
+    """One node's hourly series of ``name`` over the site's n hours.
+
+    The days' values are copied into one array of doubles (a slice copy, no float
+    object per hour) and made a list once: the same values, placed the same way."""
+    out = array("d", [fill]) * n
     for i, lo, hi, d in spans:
         values = d.hours.get(name)
         if values is not None:
-            out[i : i + hi - lo] = values[lo:hi]
-    return out
+            try:
+                out[i : i + hi - lo] = values[lo:hi]
+            except TypeError:  # not an array of doubles
+                out[i : i + hi - lo] = array("d", values[lo:hi])
+    return out.tolist()
 
 
 def _add(columns: Sequence[list[float]]) -> list[float]:
@@ -318,13 +326,12 @@ def _sanitary_hours(
         ] * hours.n  # registered to the sanitary sewer: the outlet's volume already goes there
     pit_l, outlet_l = hours.pit_l, hours.outlet_l
     pit_win, out_win = _three_hour_sums(pit_l), _three_hour_sums(outlet_l)
-    # Both nodes reported, and the sanitary physics finds the hour short over its window.
-    out = [
-        unaccounted_litres(p, o, pw, ow) if pit_seen and outlet_seen else 0.0
-        for p, o, pit_seen, outlet_seen, pw, ow in zip(
-            pit_l, outlet_l, hours.pit_seen, hours.outlet_seen, pit_win, out_win, strict=True
-        )
-    ]
+    # The sanitary physics finds the hour short over its window (asked of every hour at
+    # once: it is a pure function), counted only where both nodes reported.
+    out = list(map(unaccounted_litres, pit_l, outlet_l, pit_win, out_win))
+    both = map(operator.and_, hours.pit_seen, hours.outlet_seen)
+    for i in compress(range(hours.n), map(operator.not_, both)):
+        out[i] = 0.0
     if blocked:
         for i, v in enumerate(out):
             if v and _covers(blocked, hours.start_of(i), hours.start_of(i) + HOUR):
@@ -341,7 +348,7 @@ def _three_hour_sums(values: Sequence[float]) -> list[float]:
     prefix = list(accumulate(values, initial=0.0))
     upper = prefix[2:] + prefix[n:]  # prefix[min(n, i + 2)]
     lower = prefix[:1] + prefix[: n - 1]  # prefix[max(0, i - 1)]
-    return [hi - lo for hi, lo in zip(upper, lower, strict=True)]
+    return list(map(operator.sub, upper, lower))
 
 
 def _local_days(hours: _Hours, tz: tzinfo) -> list[tuple[date, int, int]]:
@@ -366,11 +373,12 @@ def _local_days(hours: _Hours, tz: tzinfo) -> list[tuple[date, int, int]]:
         nxt = day + timedelta(days=1)
         midnight = datetime.combine(nxt, time(0), tzinfo=tz).timestamp()
         end = min(n, max(first + 1, math.ceil((midnight - base) / 3600)))
-        if day_of(end - 1) != day or (end < n and day_of(end) == day):
+        after = day_of(end) if end < n else None
+        if day_of(end - 1) != day or after == day:
             return _local_days_hour_by_hour(n, day_of)
         out.append((day, first, end))
-        if end < n:
-            day = day_of(end)
+        if after is not None:
+            day = after
         first = end
     return out
 
@@ -408,6 +416,48 @@ def _real(value: float) -> float | None:
     return None if math.isinf(value) else value
 
 
+def _day_sums(values: Sequence[float], slices: Sequence[slice]) -> list[float]:
+    """Each day's sum of ``values``, added left to right over the day's hours (the same
+    float additions as summing the hour slice: the same numbers to the last bit)."""
+    return list(map(sum, map(values.__getitem__, slices)))
+
+
+def _day_counts(values: Iterable[float], bounds: Sequence[tuple[int, int]]) -> list[int]:
+    """Each day's sum of whole-number ``values`` (counts, flags) from one prefix sum:
+    exact, as every partial sum of whole numbers is."""
+    prefix = list(accumulate(values, initial=0))
+    return [int(prefix[b] - prefix[a]) for a, b in bounds]
+
+
+def _day_columns(
+    hours: _Hours, sanitary: Sequence[float], surface: bool, local: Sequence[tuple[date, int, int]]
+) -> Iterator[tuple[Any, ...]]:
+    """Per local day: (the day and its hours, then the day's covered hours, cycles,
+    pump seconds, backup cycles, pit, outlet and unaccounted litres, unaccounted
+    hours, air minimum and maximum, pipe minimum, freezing and risk hours), each
+    column summed over every day at once rather than sliced day by day."""
+    bounds = [(a, b) for _, a, b in local]
+    slices = [slice(a, b) for a, b in bounds]
+    inf = math.inf
+    return zip(
+        local,
+        _day_counts(hours.all_reported, bounds),
+        _day_counts(hours.cycles, bounds),
+        _day_sums(hours.on_s, slices),
+        _day_counts(hours.backup_cycles, bounds),
+        _day_sums(hours.pit_l, slices),
+        _day_sums(hours.outlet_l, slices),
+        _day_sums(sanitary, slices),
+        _day_counts([v > 0 for v in sanitary], bounds),
+        map(min, map(_or(hours.air_min, inf).__getitem__, slices)),
+        map(max, map(_or(hours.air_max, -inf).__getitem__, slices)),
+        map(min, map(_or(hours.pipe_min, inf).__getitem__, slices)),
+        _day_counts([v <= FREEZING_C for v in hours.air_min], bounds),
+        _day_counts(_risk_hours(hours, surface), bounds),
+        strict=True,
+    )
+
+
 def _days(
     inst: Installation,
     period: SeasonPeriod,
@@ -420,40 +470,49 @@ def _days(
     surface = dest in _SURFACE
     violation_days = set(verdict.confirmed_days)
     suspected_days = set(verdict.suspected_days)
-    freezing = [v <= FREEZING_C for v in hours.air_min]
-    inf = math.inf
-    air_min, air_max = _or(hours.air_min, inf), _or(hours.air_max, -inf)
-    pipe_min = _or(hours.pipe_min, inf)
-    risk = _risk_hours(hours, surface)
-    out: list[DayStats] = []
-    for day, a, b in _local_days(hours, period.tz):
-        outlet = sum(hours.outlet_l[a:b])
-        suspected = sum(sanitary[a:b])
-        out.append(
-            DayStats(
-                day=day,
-                hours=b - a,
-                covered_hours=sum(hours.all_reported[a:b]),
-                pump_cycles=int(sum(hours.cycles[a:b])),
-                pump_on_s=sum(hours.on_s[a:b]),
-                backup_pump_cycles=int(sum(hours.backup_cycles[a:b])),
-                pit_volume_l=sum(hours.pit_l[a:b]),
-                outlet_volume_l=outlet,
-                grade_l=outlet if surface else 0.0,
-                storm_l=outlet if dest is DischargeDestination.STORM_LATERAL else 0.0,
-                sanitary_l=suspected + (outlet if dest is DischargeDestination.SANITARY else 0.0),
-                unaccounted_hours=sum(1 for v in sanitary[a:b] if v > 0),
-                air_min_c=_real(min(air_min[a:b])),
-                air_max_c=_real(max(air_max[a:b])),
-                pipe_min_c=_real(min(pipe_min[a:b])),
-                freezing_hours=sum(freezing[a:b]),
-                freezing_risk_hours=sum(risk[a:b]),
-                icing=day in icing_days,
-                violation=day in violation_days,
-                suspected=day in suspected_days,
-            )
+    columns = _day_columns(hours, sanitary, surface, _local_days(hours, period.tz))
+    sanitary_dest = dest is DischargeDestination.SANITARY
+    storm_dest = dest is DischargeDestination.STORM_LATERAL
+    return [
+        DayStats(
+            day=day,
+            hours=b - a,
+            covered_hours=covered,
+            pump_cycles=cycles,
+            pump_on_s=on_s,
+            backup_pump_cycles=backup,
+            pit_volume_l=pit,
+            outlet_volume_l=out,
+            grade_l=out if surface else 0.0,
+            storm_l=out if storm_dest else 0.0,
+            sanitary_l=sus + (out if sanitary_dest else 0.0),
+            unaccounted_hours=unaccounted,
+            air_min_c=_real(air_lo),
+            air_max_c=_real(air_hi),
+            pipe_min_c=_real(pipe_lo),
+            freezing_hours=freezing,
+            freezing_risk_hours=risk,
+            icing=day in icing_days,
+            violation=day in violation_days,
+            suspected=day in suspected_days,
         )
-    return out
+        for (
+            (day, a, b),
+            covered,
+            cycles,
+            on_s,
+            backup,
+            pit,
+            out,
+            sus,
+            unaccounted,
+            air_lo,
+            air_hi,
+            pipe_lo,
+            freezing,
+            risk,
+        ) in columns
+    ]
 
 
 def _totals(days: Sequence[DayStats]) -> SiteTotals:

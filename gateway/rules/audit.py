@@ -6,7 +6,7 @@ module is the only code that interprets them, so a new pack needs no code.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
@@ -82,22 +82,23 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+#: Each check kind as a test of (actual, expected).
+_CHECKS: dict[str, Callable[[Any, Any], bool]] = {
+    "min": lambda actual, expected: bool(actual >= expected),
+    "max": lambda actual, expected: bool(actual <= expected),
+    "gt": lambda actual, expected: bool(actual > expected),
+    "lt": lambda actual, expected: bool(actual < expected),
+    "equals": lambda actual, expected: bool(actual == expected),
+    "in": lambda actual, expected: actual in expected,
+    "not_in": lambda actual, expected: actual not in expected,
+}
+
+
 def _passes(check: str, actual: Any, expected: Any) -> bool:
-    if check == "min":
-        return bool(actual >= expected)
-    if check == "max":
-        return bool(actual <= expected)
-    if check == "gt":
-        return bool(actual > expected)
-    if check == "lt":
-        return bool(actual < expected)
-    if check == "equals":
-        return bool(actual == expected)
-    if check == "in":
-        return actual in expected
-    if check == "not_in":
-        return actual not in expected
-    raise ValueError(f"unknown check kind {check!r}")
+    test = _CHECKS.get(check)
+    if test is None:
+        raise ValueError(f"unknown check kind {check!r}")
+    return test(actual, expected)
 
 
 def season_advice(season: Season, day: Any) -> str:
@@ -109,12 +110,18 @@ def season_advice(season: Season, day: Any) -> str:
     return f"Before {_MONTHS[month - 1]} {mday},"
 
 
-def _conditions(conds: Any, inst: Installation) -> tuple[bool, list[str]]:
+def _facts(inst: Installation) -> dict[str, Any]:
+    """The installation's facts by field name as the checks compare them (enums as
+    their values), read once per audit rather than once per requirement."""
+    return {name: _plain(value) for name, value in inst}
+
+
+def _conditions(conds: Mapping[str, Any], facts: Mapping[str, Any]) -> tuple[bool, list[str]]:
     """(all recorded conditions hold, fields that are not recorded)."""
     missing: list[str] = []
     holds = True
     for name, allowed in conds.items():
-        value = _plain(getattr(inst, name))
+        value = facts[name]
         if value is None:
             missing.append(name)
         elif value not in allowed:
@@ -127,28 +134,32 @@ def _unknown(fields: list[str], req: Requirement) -> str:
     return f"Not recorded: {labels}. Requirement {req.id} could not be checked."
 
 
-def _judge(req: Requirement, inst: Installation) -> tuple[AuditStatus | None, str, Any]:
+#: (status or None when met / not applicable, message, actual value).
+_Judgement = tuple[AuditStatus | None, str, Any]
+
+
+def _judge(req: Requirement, facts: Mapping[str, Any]) -> _Judgement:
     """(status or None when met / not applicable, message, actual value).
 
     A recorded value that passes is met whatever else is unknown (whether the
     requirement applies, the install date); a failing one counts only once every
     fact deciding that it applies is recorded.
     """
-    applies, missing = _conditions(req.when, inst)
+    applies, missing = _conditions(req.when, facts)
     if not applies:
         return None, "", None
-    since = inst.discharge_existing_since
+    since = facts["discharge_existing_since"]
     before = req.unless_existing_before
     if before is not None:
         if since is None:
             missing.append("discharge_existing_since")
         elif since <= before:  # "existing ... as of January 1, 2024": that day included
             return None, "", None
-    actual = _plain(getattr(inst, req.field))
+    actual = facts[req.field]
     if actual is not None and _passes(req.check, actual, req.expected):
         return None, "", actual
     if req.met_if:
-        met, unrecorded = _conditions(req.met_if, inst)
+        met, unrecorded = _conditions(req.met_if, facts)
         if met and not unrecorded:
             return None, "", actual  # met through the alternative another provision gives
         if met:
@@ -158,6 +169,44 @@ def _judge(req: Requirement, inst: Installation) -> tuple[AuditStatus | None, st
     if missing:
         return ("unknown" if req.status == "fail" else None), _unknown(missing, req), actual
     return req.status, req.message.format(actual=_fmt(actual), expected=_fmt(req.expected)), actual
+
+
+#: What a pack's requirements say of one installation: (requirement, status, message,
+#: actual, expected) for each it fails, may fail or cannot check.
+_Judged = list[tuple[Requirement, AuditStatus, str, Any, Any]]
+#: Judgements made, per pack and installation facts: a village's sites mostly record
+#: the same few facts (or none), so 1,000 audits make a handful of distinct judgements.
+#: Keyed by the pack's identity (the entry keeps the pack, so its id is not reused)
+#: and the facts' values and types (6 and 6.0 judge alike but are not the same actual
+#: value); emptied when full.
+_JUDGED: dict[tuple[int, tuple[Any, ...], tuple[type, ...]], tuple[RulePack, _Judged]] = {}
+_MAX_JUDGED = 4096
+
+
+def _judgements(pack: RulePack, inst: Installation) -> _Judged:
+    """Every requirement of ``pack`` that ``inst`` does not meet, judged once per pack
+    and distinct installation."""
+    values = tuple(inst.__dict__.values())
+    key = (id(pack), values, tuple(map(type, values)))
+    try:
+        found = _JUDGED.get(key)
+    except TypeError:  # a fact that cannot be a key: judged every time
+        return _judge_all(pack, inst)
+    if found is None:
+        if len(_JUDGED) >= _MAX_JUDGED:
+            _JUDGED.clear()
+        found = _JUDGED[key] = (pack, _judge_all(pack, inst))
+    return found[1]
+
+
+def _judge_all(pack: RulePack, inst: Installation) -> _Judged:
+    facts = _facts(inst)
+    out: _Judged = []
+    for req in pack.requirements:
+        status, message, actual = _judge(req, facts)
+        if status is not None:
+            out.append((req, status, message, actual, _plain(req.expected)))
+    return out
 
 
 def _waiver_note(
@@ -174,6 +223,11 @@ def _waiver_note(
             ref = f" ({w.reference})" if w.reference else ""
             return f" An approved waiver{ref} covers it until {w.end}.", cite
     return None
+
+
+def _own(value: Any) -> Any:
+    """A judged value for one item: a list is copied, so no two items share one."""
+    return list(value) if isinstance(value, list) else value
 
 
 def audit_site(
@@ -195,11 +249,8 @@ def audit_site(
     inst = installation if installation is not None else site.installation_on(day)
     before_season = season_advice(pack.season, day)
     items: list[AuditItem] = []
-    for req in pack.requirements:
-        status, message, actual = _judge(req, inst)
-        if status is None:
-            continue
-        citations = req.citations
+    for req, judged, text, actual, expected in _judgements(pack, inst):
+        status, message, citations = judged, text, req.citations
         if status == "fail":
             waived = _waiver_note(req, site, pack, at)
             if waived is not None:
@@ -218,8 +269,8 @@ def audit_site(
                 message=message,
                 action=action,
                 field=req.field,
-                actual=actual,
-                expected=_plain(req.expected),
+                actual=_own(actual),
+                expected=_own(expected),
                 citations=citations,
             )
         )

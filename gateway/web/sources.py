@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from alerts.models import Alert, AlertQuery, AlertState
 from gateway.domain import Finding, Reading
-from gateway.registry import SiteConfig
+from gateway.registry import NodeConfig, SiteConfig
 from gateway.rules.audit import AuditItem, audit_site
 from gateway.rules.pack import RulePack
 from gateway.rules.verdict import Verdict, site_verdict
@@ -185,6 +185,10 @@ def local_time(value: datetime, site: SiteConfig, now: datetime | None = None) -
 
 def stale_after(site: SiteConfig, node_id: str, factor: float) -> timedelta:
     """How long a node may stay silent before it counts as not reporting."""
-    node = site.node(node_id)
+    return node_stale_after(site.node(node_id), factor)
+
+
+def node_stale_after(node: NodeConfig | None, factor: float) -> timedelta:
+    """:func:`stale_after` of a node already found (None: a node the site does not have)."""
     interval = node.interval_s if node else 60.0
     return timedelta(seconds=max(60.0, interval * factor))

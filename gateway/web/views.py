@@ -731,7 +731,7 @@ async def site_overview(
 
 def _site_stale_after(site: SiteConfig, factor: float) -> timedelta:
     """The longest any node of the site may stay silent before it counts as not reporting."""
-    return max(sources.stale_after(site, n.id, factor) for n in site.nodes)
+    return max(sources.node_stale_after(n, factor) for n in site.nodes)
 
 
 def _suspected_rules(verdict: Verdict) -> frozenset[str]:
@@ -814,17 +814,26 @@ class _Citations:
     def __init__(self, pack: RulePack | None) -> None:
         self._pack = pack
         self._seen: dict[Citation, CitationView] = {}
+        # The audits' citations are the pack's own objects: found by identity first,
+        # without hashing a dataclass (the entry keeps the citation, so its id holds).
+        self._by_id: dict[int, tuple[Citation, CitationView]] = {}
 
     def __call__(self, c: Citation) -> CitationView:
+        known = self._by_id.get(id(c))
+        if known is not None:
+            return known[1]
         view = self._seen.get(c)
         if view is None:
             view = self._seen[c] = citation_view(c, self._pack)
+        self._by_id[id(c)] = (c, view)
         return view
 
 
 def _audit_rows(site: SiteConfig, verdict: Verdict, cite: _Citations) -> list[AuditRow]:
+    # Built without validating (a village has ~8,000 rows): every value is already the
+    # field's type, the audit's own strings and the citations' views.
     return [
-        AuditRow(
+        AuditRow.model_construct(
             site_id=site.id,
             site_name=site.name,
             status="not recorded" if i.status == "unknown" else i.status,
