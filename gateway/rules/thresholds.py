@@ -201,6 +201,12 @@ NO_START_MARGIN_CM = 5.0
 NO_START_FOR = timedelta(seconds=120)
 #: A motor running draws amps; under this the commanded pump is not turning.
 NO_CURRENT_A = 0.3
+#: A pump dead-heading against a plug draws ~75-85 % of its running current (a
+#: centrifugal pump at shut-off head still takes most of its power); one running
+#: unloaded (air lock, impeller off its shaft) its no-load current, ~50-60 %. A
+#: stalled run drawing under this share of the site's learned running current is
+#: the pump, not ice.
+DEADHEAD_CURRENT_SHARE = 0.65
 #: The site's pump must have been seen drawing at least this before "no current" counts.
 RUNNING_CURRENT_A = 1.0
 NO_CURRENT_FOR = timedelta(seconds=30)
