@@ -118,7 +118,7 @@ WINDOW_START_SLACK = timedelta(seconds=3)
 #: before the site's own is learned (conservative: two flowing samples then scatter
 #: by 0.25, the spread of a sparse outlet's flows caught mid-fill or mid-drain), and
 #: the least ever taken (a meter's +-2 L/min and a run timed to a second or two).
-UNIT_SCATTER_PRIOR = 0.35
+UNIT_SCATTER_PRIOR = 0.15
 UNIT_SCATTER_FLOOR = 0.1
 #: Median of a chi-square with one degree of freedom (squared deviations -> sigma^2).
 CHI2_1_MEDIAN = 0.455
@@ -131,11 +131,14 @@ BLOCK_SIGMA_FLOOR = 0.05
 SPRT_HEIGHT = 8.0
 #: Lag-one autocorrelation of clean blocks' deviations assumed before 8 are known
 #: (sparse clean houses measure 0.6-0.75), and the most ever taken (a factor of 9).
-RHO_PRIOR = 0.5
+RHO_PRIOR = 0.0
 RHO_MAX = 0.8
-#: A block calibrates only if its pit side is known to this (relative sigma): half
+#: A block calibrates only if its share is at most this (against the current normal).
+CALIB_MAX_SHARE = 0.3
+#: A block calibrates only if its inflow term is known to this (relative sigma): half
 #: the CUSUM reference, so the normal is learned better than the shares it judges.
-CALIB_MAX_PIT_REL = CUSUM_REFERENCE / 2
+#: (Level noise is not gated: it is random and averages out in the median.)
+CALIB_MAX_PIT_REL = CUSUM_REFERENCE
 
 
 @dataclass
@@ -170,8 +173,11 @@ class _Block:
     #: Seconds from their run's start of the outlet samples that read flowing / dry.
     wet_offsets: list[float] = field(default_factory=list)
     dry_offsets: list[float] = field(default_factory=list)
-    #: Variance (L^2) of the block's pumped volume (inflow term and level noise).
+    #: Variance (L^2) of the block's pumped volume (inflow term and level noise),
+    #: and of its inflow term alone (an error that does not average out: it moves
+    #: with the weather).
     pit_var: float = 0.0
+    inflow_var: float = 0.0
     #: Variance (s^2) of the block's run time from the pit.
     run_var: float = 0.0
     #: Outlet samples the block's outlet volume rests on (its information).
@@ -244,7 +250,8 @@ class SanitaryDischargeDetector:
         self._pending: deque[_Pending] = deque(maxlen=20)
         self._block = _Block()
         self._calib: deque[float] = deque(maxlen=CALIBRATION_KEEP)
-        #: (ratio, pit-side relative variance, samples) of each calibration block.
+        #: (ratio, relative variance its pit side and run times explain, samples)
+        #: of each calibration block.
         self._calib_info: deque[tuple[float, float, float]] = deque(maxlen=CALIBRATION_KEEP)
         #: Where the outlet's gap-free integral has reached.
         self._integrated_to: datetime | None = None
@@ -383,12 +390,15 @@ class SanitaryDischargeDetector:
                 self._skip(c, state)
                 return None
             self._block.bounded = True
-        self._block.pit_var += self._pit_variance(c, settled, state)
+        inflow_var, noise_var = self._pit_variance(c, settled, state)
+        self._block.pit_var += inflow_var + noise_var
+        self._block.inflow_var += inflow_var
         return self._add_pooled(c, pit_l, state)
 
     @staticmethod
-    def _pit_variance(c: PumpCycle, settled: PitSample, state: SiteState) -> float:
-        """Variance (L^2) of the litres the pit says this cycle pumped.
+    def _pit_variance(c: PumpCycle, settled: PitSample, state: SiteState) -> tuple[float, float]:
+        """Variance (L^2) of the litres the pit says this cycle pumped: its inflow
+        term's and its level noise's.
 
         Pumped = level before - settled level + inflow x the span from the sample
         before the run to the settled one (30-120 s at sparse nodes, several times
@@ -400,7 +410,7 @@ class SanitaryDischargeDetector:
         span_s = max((settled.ts - c.before_ts).total_seconds(), 0.0)
         error_l = state.ctx.litres(_inflow_error_cm_s(state) * span_s)
         noise_l = state.ctx.litres(state.cycles.level_noise_cm())
-        return error_l**2 + 2.0 * noise_l**2
+        return error_l**2, 2.0 * noise_l**2
 
     def _add_pooled(self, c: PumpCycle, pit_l: float, state: SiteState) -> Verdict | None:
         """Pool the cycle into the open block; judge the block once the outlet has had
@@ -586,7 +596,7 @@ class SanitaryDischargeDetector:
         The unit scatter is the relative scatter of a block's outlet volume per
         outlet sample it rests on (a block on ``n`` samples scatters by
         ``unit / sqrt(n)``), learned from the clean blocks: each one's squared
-        deviation from the normal, less what its own pit side explains, times its
+        deviation from the normal, less what its own pit side and run times explain, times its
         samples (the median of a chi-square with one degree of freedom is 0.455).
         Before ``2 x CALIBRATION_MIN_BLOCKS`` blocks it is never taken below the
         conservative prior ``UNIT_SCATTER_PRIOR``, and never below ``UNIT_SCATTER_FLOOR``.
@@ -687,26 +697,28 @@ class SanitaryDischargeDetector:
 
         Only blocks inside the physical prior, not on the diverted side of the
         normal (a ratio above normal is no diversion), not bounded, while the test
-        is far from opening, and whose pit side is known well (``CALIB_MAX_PIT_REL``:
-        a storm's inflow term, uncertain over the whole settling span, would teach
-        the site a ratio its dry weather never shows)."""
+        is far from opening; the ratio only from blocks whose inflow term is known
+        well (``CALIB_MAX_PIT_REL``: a storm's inflow term, uncertain over the whole
+        settling span, would teach the site a ratio its dry weather never shows)."""
         ratio = b.balance.ratio
         # Runs timed only to a pit interval widen what a healthy ratio can be.
         timed = state.cycles.net_rate_cm_s() is not None
         low = HEALTHY_RATIO_LOW if timed else HEALTHY_RATIO_LOW_UNTIMED
         plausible = low <= ratio <= HEALTHY_RATIO_HIGH
-        outlier = calibrated and share > max(0.3, 3 * sigma)
+        # A block looking diverted by more than CALIB_MAX_SHARE never calibrates,
+        # however uncertain it is on its own (three sparse blocks of a real tee would
+        # otherwise teach the site the tee's ratio).
+        outlier = calibrated and share > CALIB_MAX_SHARE
         pit_rel = b.pit_var / b.pit_l**2 if b.pit_l > 0 else 1.0
-        if (
-            not plausible
-            or outlier
-            or b.bounded
-            or self._up >= SPRT_HEIGHT / 2
-            or pit_rel > CALIB_MAX_PIT_REL**2
-        ):
+        inflow_rel = b.inflow_var / b.pit_l**2 if b.pit_l > 0 else 1.0
+        if not plausible or outlier or b.bounded or self._up >= SPRT_HEIGHT / 2:
             return
-        self._calib.append(ratio)
-        self._calib_info.append((ratio, pit_rel, b.info))
+        # The outlet's own behaviour (when it flows, at what rate) does not rest on
+        # the pit's inflow term; the ratio does.
+        if inflow_rel <= CALIB_MAX_PIT_REL**2:
+            self._calib.append(ratio)
+            run_rel = b.run_var / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
+            self._calib_info.append((ratio, pit_rel + run_rel, b.info))
         self._calib_wet.extend(b.wet_offsets)
         self._calib_dry.extend(b.dry_offsets)
         if b.wet_flows:
