@@ -135,9 +135,11 @@ RHO_PRIOR = 0.0
 RHO_MAX = 0.8
 #: A block calibrates only if its share is at most this (against the current normal).
 CALIB_MAX_SHARE = 0.3
-#: A block calibrates only if its inflow term is known to this (relative sigma): half
-#: the CUSUM reference, so the normal is learned better than the shares it judges.
-#: (Level noise is not gated: it is random and averages out in the median.)
+#: A block calibrates the ratio only if its inflow term is known to this (relative
+#: sigma): the CUSUM reference, half the smallest share to catch. (Level noise is not
+#: gated: it is random and averages out in the median. Half the reference starved
+#: houses with a jittery inflow of calibration blocks: their fills scatter by 15-20 %
+#: from minute to minute without any trend.)
 CALIB_MAX_PIT_REL = CUSUM_REFERENCE
 
 
