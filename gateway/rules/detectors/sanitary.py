@@ -338,9 +338,8 @@ class SanitaryDischargeDetector:
     def _add_cycle(self, p: _Pending, state: SiteState) -> Verdict | None:
         c = p.cycle
         settled = p.settled or p.last_off
-        # The balance runs from the sample before the run (the inflow is added from
-        # its time on): the first on-sample's level, taken later, would count the
-        # inflow in between twice (in a storm 30 s of it, a quarter of a cycle).
+        # From the sample before the run (the inflow is added from its time on): the
+        # first on-sample's level would count the inflow in between twice.
         before = c.before_level_cm if c.before_level_cm is not None else c.start_level_cm
         pit_l = pumped_litres(
             state,
