@@ -80,3 +80,22 @@ def test_pump_failure_clears_once_the_pump_drains_the_pit_again() -> None:
     later = feed(engine, sim.run(1800))
     cleared = [e.finding.rule_id for e in later if e.change is FindingChange.CLEARED]
     assert "pump_failure" in cleared
+
+
+def test_in_frost_a_stalled_motor_without_current_is_the_pump_not_ice() -> None:
+    # A pump pushing against ice turns and draws most of its running current; one
+    # that draws nothing moves nothing, whatever the weather.
+    events = _healthy_then(
+        Faults(no_current=True), start=WINTER, pipe_c=-3.0, air_c=-10.0, report_current=True
+    )
+    assert opened(events, "pump_failure")
+    assert opened(events, "frozen_line") == []
+
+
+def test_in_frost_a_stall_drawing_its_dead_head_current_is_ice() -> None:
+    # The same stall with the motor loaded (a plug: shut-off head) stays a frozen line.
+    events = _healthy_then(
+        Faults(frozen=True), start=WINTER, pipe_c=-3.0, air_c=-10.0, report_current=True
+    )
+    assert opened(events, "frozen_line")
+    assert opened(events, "pump_failure") == []

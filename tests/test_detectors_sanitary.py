@@ -8,6 +8,8 @@ import pytest
 
 from gateway.domain import Audience, Finding, FindingChange, Reading, Severity
 from gateway.registry.models import PitConfig, SiteConfig
+from gateway.rules.detectors.base import SiteContext, SiteState
+from gateway.rules.detectors.sanitary import SanitaryDischargeDetector, _Block
 from gateway.rules.sequences import Faults, MiniSump, engine_for, feed, make_site, opened
 
 START = datetime(2026, 6, 1, tzinfo=UTC)
@@ -282,3 +284,54 @@ def test_a_pack_without_a_waiver_clause_honours_no_waiver() -> None:
     waiver = {"rule": "sanitary_discharge", "start": "2026-05-20", "end": "2026-06-10"}
     site = make_site(jurisdiction="local-law-6-2024", destination="grade", waivers=(waiver,))
     assert opened(feed(engine_for(site), _run(site, Faults(sanitary_share=1.0))))
+
+
+def _detector() -> SanitaryDischargeDetector:
+    state = SiteState(SiteContext(make_site(destination="grade"), None), timedelta(hours=1))
+    return SanitaryDischargeDetector(state)
+
+
+def test_a_block_on_few_outlet_samples_counts_for_less_than_a_dense_one() -> None:
+    # The same share weighs by what the block's outlet volume rests on: two flowing
+    # samples of a sparse node against ten of a dense one.
+    sparse = _Block(pit_l=60.0, wet_flows=[70.0, 72.0], info=2.0)
+    dense = _Block(pit_l=60.0, wet_flows=[70.0] * 10, info=10.0)
+    sigma = SanitaryDischargeDetector._block_sigma
+    assert sigma(sparse, 0.3) > 2 * sigma(dense, 0.3)
+
+
+def test_a_block_whose_inflow_is_uncertain_counts_for_less() -> None:
+    # In rain the pumped volume carries inflow x the whole settling span: a block
+    # whose pit side is known only to 10 % weighs less than one known to 1 %.
+    dry = _Block(pit_l=60.0, wet_flows=[70.0] * 10, info=10.0, pit_var=(0.01 * 60) ** 2)
+    storm = _Block(pit_l=60.0, wet_flows=[70.0] * 10, info=10.0, pit_var=(0.1 * 60) ** 2)
+    sigma = SanitaryDischargeDetector._block_sigma
+    assert sigma(storm, 0.2) > 1.5 * sigma(dry, 0.2)
+
+
+def test_slowly_drifting_clean_blocks_widen_the_test() -> None:
+    # Clean blocks that drift together (weather over hours, a sampling phase that
+    # moves slowly) are not independent evidence; blocks that alternate are.
+    drifting, alternating = _detector(), _detector()
+    for i in range(20):
+        drifting._calib_info.append((1.0 + (0.1 if (i // 5) % 2 else -0.1), 0.0, 2.0))
+        alternating._calib_info.append((1.0 + (0.1 if i % 2 else -0.1), 0.0, 2.0))
+    assert drifting._persistence(1.0) > 3.0
+    assert alternating._persistence(1.0) == pytest.approx(1.0)
+
+
+def test_receding_rain_at_sparse_sampling_is_not_a_diversion() -> None:
+    # A storm building and receding over hours at 30 s nodes: the inflow the
+    # balance rests on lags the inflow now, and must not read as water gone elsewhere
+    # nor teach the site a ratio its dry weather never shows.
+    site = make_site(destination="grade", pit_interval_s=30, outlet_interval_s=30)
+    sim = MiniSump(
+        site, START, noise=1.0, inflow_lpm=6.0, outlet_offset_s=16, inflow_jitter=0.1, seed=3
+    )
+    engine = engine_for(site)
+    events = feed(engine, sim.run(3 * 3600))
+    for inflow in (12.0, 20.0, 30.0, 24.0, 18.0, 14.0, 11.0, 9.0, 7.0, 6.0):
+        sim.inflow_lpm = inflow
+        events += feed(engine, sim.run(20 * 60))
+    events += feed(engine, sim.run(2 * 3600))
+    assert opened(events, "sanitary_discharge") == []

@@ -27,6 +27,7 @@ from gateway.rules.thresholds import (
     ACCOUNTED_RATIO,
     COLD_AIR_FOR,
     COLD_PIPE_C,
+    DEADHEAD_CURRENT_SHARE,
     FLOW_PRESENT_LPM,
     MAX_PUMP_LPM,
     MIN_CYCLE_VOLUME_L,
@@ -249,9 +250,20 @@ def blocked_line_cause(state: SiteState, s: PitSample) -> str | None:
     more than while water flows out. A motor that draws no current moves nothing,
     and a riser tap reading no more than the idle column while the pump "runs"
     shows a pump making no head (air lock, broken impeller): that is the pump, not
-    the line. An outlet tap (or none) cannot tell, so the stall may be ice."""
-    if s.current_a is not None and s.current_a < NO_CURRENT_A:
+    the line. The current is the median over the run (one sample of a noisy clamp
+    reads a few tenths of an amp on a dead motor), and against the pump's own
+    running current: a centrifugal pump at shut-off head still needs most of its
+    running power (a motor's current there is ~75-85 % of its running current), an
+    unloaded one (air lock, impeller off its shaft) draws its no-load current
+    (~50-60 %), so under ``DEADHEAD_CURRENT_SHARE`` it is not dead-heading. An
+    outlet tap (or none) without current sensing cannot tell, so the stall may be
+    ice."""
+    amps = state.cycles.current_now_a()
+    if amps is not None and amps < NO_CURRENT_A:
         return "motor draws no current"
+    usual = state.cycles.running_current_a()
+    if amps is not None and usual is not None and amps < DEADHEAD_CURRENT_SHARE * usual:
+        return "motor draws too little current to be pushing against a blockage"
     running, idle = state.outlet.running_kpa(), state.outlet.idle_kpa()
     if running is None or running < RISER_TAP_MIN_KPA:
         return None

@@ -201,6 +201,12 @@ NO_START_MARGIN_CM = 5.0
 NO_START_FOR = timedelta(seconds=120)
 #: A motor running draws amps; under this the commanded pump is not turning.
 NO_CURRENT_A = 0.3
+#: A pump dead-heading against a plug draws ~75-85 % of its running current (a
+#: centrifugal pump at shut-off head still takes most of its power); one running
+#: unloaded (air lock, impeller off its shaft) its no-load current, ~50-60 %. A
+#: stalled run drawing under this share of the site's learned running current is
+#: the pump, not ice.
+DEADHEAD_CURRENT_SHARE = 0.65
 #: The site's pump must have been seen drawing at least this before "no current" counts.
 RUNNING_CURRENT_A = 1.0
 NO_CURRENT_FOR = timedelta(seconds=30)
@@ -231,15 +237,16 @@ BLOCK_REL_ERROR = 0.25
 BLOCK_MAX_CYCLES = 120
 #: Outlet readings below this are the meter's idle noise between runs, not water.
 IDLE_FLOW_LPM = 2.0
-#: Smallest diversion share the product must detect; the CUSUM reference is half of it.
+#: Smallest diversion share the product must detect: the sequential test weighs
+#: share 0 against it, and its reference (half of it) bounds how uncertain a storm's
+#: inflow term may be before only the drawdown is kept. The test's own height and
+#: per-block weights live with the detector (``detectors/sanitary.py``).
 MIN_DIVERSION_SHARE = 0.25
 CUSUM_REFERENCE = MIN_DIVERSION_SHARE / 2
-#: Open when the CUSUM of shares exceeds max(CUSUM_H_MIN, CUSUM_H_SIGMA x scatter).
-CUSUM_H_MIN = 0.6
-CUSUM_H_SIGMA = 6.0
-#: Per-block share scatter is never taken below this (geometry, timing).
+#: The recent fills' relative scatter is never taken below this when the inflow's
+#: uncertainty is estimated (a fill is two noisy levels a minute or more apart).
 SCATTER_FLOOR = 0.08
-#: Clearing: the downward CUSUM exceeds the same height AND no block has looked
+#: Clearing: the downward test reaches the same height AND no block has looked
 #: diverted (share >= DIVERTED_LOOKING) for SANITARY_CLEAR_AFTER.
 DIVERTED_LOOKING = 0.2
 SANITARY_CLEAR_AFTER = timedelta(minutes=30)

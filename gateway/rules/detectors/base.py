@@ -32,6 +32,7 @@ from gateway.rules.thresholds import (
     LONG_RUN_FACTOR,
     NET_RATE_FLOOR_SHARE,
     OFF_MARK_CLUSTER_CM,
+    RUNNING_CURRENT_A,
     THAW_AIR_C,
     THAW_FOR,
     UNSEEN_CYCLE_DROP_CM,
@@ -209,6 +210,8 @@ class CycleTracker:
         #: Gross pumping rate (cm/s: the net fall plus the inflow at the run's start),
         #: from runs with two on-samples or more.
         self.pump_rates: deque[float] = deque(maxlen=15)
+        #: Median motor current of recent runs the float ended (A), where reported.
+        self.run_currents: deque[float] = deque(maxlen=15)
 
     def net_rate_cm_s(self) -> float | None:
         """Net fall rate while pumping now, None before 3 runs with two on-samples or
@@ -377,7 +380,7 @@ class CycleTracker:
             before_level_cm=before.level_cm,
             end_level_cm=s.level_cm,
         )
-        self._learn_low(cycle)
+        self._learn_low(cycle, run)
         self._learn_rates(cycle)
         seconds = cycle.est_duration.total_seconds()
         if seconds > 0 and cycle.drop_cm > 0:
@@ -391,17 +394,38 @@ class CycleTracker:
         ordered = sorted(self.run_lengths)
         return ordered[len(ordered) // 2]
 
-    def _learn_low(self, c: PumpCycle) -> None:
+    def _learn_low(self, c: PumpCycle, run: list[PitSample]) -> None:
         """Keep the run's low as a sample of the off mark, if the float ended the run.
 
         A float stops the pump once the band is drained; a run many times longer
         than the site's usual (a stuck float held on to the intake, a pump run by
-        hand) did not end at the float, and its low is not the off mark's."""
+        hand) did not end at the float, and its low is not the off mark's. Such a
+        normal run's motor current (median of its samples) is the pump's running
+        current."""
         run_s = (c.end_ts - c.before_ts).total_seconds()
         usual = self.usual_run_s()
         if usual is None or run_s <= LONG_RUN_FACTOR * usual:
             self.lows.append(c.low_level_cm)
+            amps = sorted(r.current_a for r in run if r.current_a is not None)
+            if amps and amps[len(amps) // 2] >= RUNNING_CURRENT_A and c.drop_cm > 0:
+                self.run_currents.append(amps[len(amps) // 2])
         self.run_lengths.append(run_s)
+
+    def running_current_a(self) -> float | None:
+        """The pump's usual running current (median of recent normal runs), None
+        before 3 runs reported one."""
+        if len(self.run_currents) < 3:
+            return None
+        return _median(self.run_currents)
+
+    def current_now_a(self) -> float | None:
+        """Median motor current over the current run's samples (None: not running,
+        or not reported). One sample of a noisy clamp can read a few tenths of an
+        amp on a motor that draws nothing."""
+        amps = [r.current_a for r in self._run if r.current_a is not None]
+        if not amps:
+            return None
+        return sorted(amps)[len(amps) // 2]
 
     def _learn_rates(self, c: PumpCycle) -> None:
         first, last = c.first_on_level_cm, c.last_on_level_cm

@@ -18,12 +18,19 @@ from blocks inside the physical prior (``HEALTHY_RATIO_LOW..HIGH``), so a site
 diverting most of its water from the first cycle cannot teach itself that this is
 normal. Before calibration the share is judged against the lowest healthy ratio.
 
-Diverted share per block = 1 - ratio / normal. A one-sided CUSUM of the shares
-(reference half the smallest share to catch, height scaled by the site's measured
-scatter) opens the finding: within a few blocks for >= 50 %, within ~10 for 25 %.
-It clears only when the downward CUSUM has the same weight of clean blocks AND no
-block has looked diverted for ``SANITARY_CLEAR_AFTER``: one finding per episode of
-an intermittent diversion, no flapping inside it, and a new one for the next.
+Diverted share per block = 1 - ratio / normal. A sequential test (CUSUM of the
+log-likelihood ratio of a 25 % diversion against none) weighs each block by its own
+information: its outlet side by the outlet samples its volume rests on (the site's
+scatter per sample is learned from its clean blocks), its pit side by the
+uncertainty of its own inflow term (inflow error x the whole settling span) and
+level noise, its run times by the inflow's error over the net drain rate; and the
+sum is widened by how much the site's clean blocks drift together (their lag-one
+autocorrelation: weather and a slowly moving sampling phase make neighbouring
+blocks err alike). A block resting on one or two samples, or on a storm's inflow,
+counts for little; a dense block of dry in-run samples can open the finding alone.
+It clears only when the downward test reaches the same height AND no block has
+looked diverted for ``SANITARY_CLEAR_AFTER``: one finding per episode of an
+intermittent diversion, no flapping inside it, and a new one for the next.
 
 A cycle counts only if it ended near the off mark: a blocked or frozen line never
 drains the pit (that is the frozen-line / pump-failure case, decided from the pit,
@@ -35,11 +42,14 @@ is honoured only where the pack's rule has a waiver clause.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import Any, ClassVar
 
+from gateway.contract import NodeKind
 from gateway.domain import Severity
 from gateway.rules.detectors.base import (
     INACTIVE,
@@ -63,8 +73,6 @@ from gateway.rules.thresholds import (
     BLOCK_REL_ERROR,
     CALIBRATION_KEEP,
     CALIBRATION_MIN_BLOCKS,
-    CUSUM_H_MIN,
-    CUSUM_H_SIGMA,
     CUSUM_REFERENCE,
     CYCLE_END_TOLERANCE_CM,
     DIVERTED_LOOKING,
@@ -77,6 +85,7 @@ from gateway.rules.thresholds import (
     MAX_INFLOW_SHARE,
     MIN_BAND_SHARE,
     MIN_CYCLE_VOLUME_L,
+    MIN_DIVERSION_SHARE,
     MIN_PUMP_FLOW_LPM,
     OUTLET_LAG_MIN,
     PRIOR_RATIO,
@@ -105,8 +114,33 @@ WINDOW_KEEP = 200
 #: A run's start is known well enough to time outlet samples from it when its first
 #: on-sample came at most this long after the start estimated from the levels.
 WINDOW_START_SLACK = timedelta(seconds=3)
-#: Scatter assumed before the site's own is measured (conservative).
-DEFAULT_SCATTER = 0.1
+#: Relative scatter of a block's outlet volume per outlet sample it rests on, assumed
+#: before the site's own is learned (conservative: two flowing samples then scatter
+#: by 0.25, the spread of a sparse outlet's flows caught mid-fill or mid-drain), and
+#: the least ever taken (a meter's +-2 L/min and a run timed to a second or two).
+UNIT_SCATTER_PRIOR = 0.15
+UNIT_SCATTER_FLOOR = 0.1
+#: Median of a chi-square with one degree of freedom (squared deviations -> sigma^2).
+CHI2_1_MEDIAN = 0.455
+#: A block's share is never known better than this (the calibrated normal is the
+#: median of 4-25 blocks, itself known to a few %).
+BLOCK_SIGMA_FLOOR = 0.05
+#: Height of the sequential test (log-likelihood ratio of a 25 % diversion against
+#: none): e^-8 ~ 3e-4, of the order of one false alarm in a few thousand blocks of
+#: Gaussian scatter, before heavier tails (and before the persistence factor).
+SPRT_HEIGHT = 8.0
+#: Lag-one autocorrelation of clean blocks' deviations assumed before 8 are known
+#: (sparse clean houses measure 0.6-0.75), and the most ever taken (a factor of 9).
+RHO_PRIOR = 0.0
+RHO_MAX = 0.8
+#: A block calibrates only if its share is at most this (against the current normal).
+CALIB_MAX_SHARE = 0.3
+#: A block calibrates the ratio only if its inflow term is known to this (relative
+#: sigma): the CUSUM reference, half the smallest share to catch. (Level noise is not
+#: gated: it is random and averages out in the median. Half the reference starved
+#: houses with a jittery inflow of calibration blocks: their fills scatter by 15-20 %
+#: from minute to minute without any trend.)
+CALIB_MAX_PIT_REL = CUSUM_REFERENCE
 
 
 @dataclass
@@ -141,6 +175,15 @@ class _Block:
     #: Seconds from their run's start of the outlet samples that read flowing / dry.
     wet_offsets: list[float] = field(default_factory=list)
     dry_offsets: list[float] = field(default_factory=list)
+    #: Variance (L^2) of the block's pumped volume (inflow term and level noise),
+    #: and of its inflow term alone (an error that does not average out: it moves
+    #: with the weather).
+    pit_var: float = 0.0
+    inflow_var: float = 0.0
+    #: Variance (s^2) of the block's run time from the pit.
+    run_var: float = 0.0
+    #: Outlet samples the block's outlet volume rests on (its information).
+    info: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +211,17 @@ def _rate_ratio(b: _Block) -> float | None:
     if not b.wet_flows or b.run_s <= 0 or b.pit_l <= 0:
         return None
     return _median(b.wet_flows) / (b.pit_l * 60.0 / b.run_s)
+
+
+def _inflow_error_cm_s(state: SiteState) -> float:
+    """How far the inflow used (the median of the recent fills) may be off: their
+    scatter, and while rain builds or recedes at least how far the latest fill is
+    from that median (the median lags the inflow now)."""
+    cycles = state.cycles
+    fill = cycles.fill_rate_cm_s()
+    spread = min(max(cycles.fill_rate_spread(), SCATTER_FLOOR), 1.0)
+    latest = cycles.fill_rates[-1] if cycles.fill_rates else fill
+    return max(spread * fill, abs(latest - fill))
 
 
 def _median(values: list[float]) -> float:
@@ -198,6 +252,9 @@ class SanitaryDischargeDetector:
         self._pending: deque[_Pending] = deque(maxlen=20)
         self._block = _Block()
         self._calib: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        #: (ratio, relative variance its pit side and run times explain, samples)
+        #: of each calibration block.
+        self._calib_info: deque[tuple[float, float, float]] = deque(maxlen=CALIBRATION_KEEP)
         #: Where the outlet's gap-free integral has reached.
         self._integrated_to: datetime | None = None
         #: Outlet flow while running on clean blocks (the pump's normal rate out there).
@@ -281,9 +338,12 @@ class SanitaryDischargeDetector:
     def _add_cycle(self, p: _Pending, state: SiteState) -> Verdict | None:
         c = p.cycle
         settled = p.settled or p.last_off
+        # From the sample before the run (the inflow is added from its time on): the
+        # first on-sample's level would count the inflow in between twice.
+        before = c.before_level_cm if c.before_level_cm is not None else c.start_level_cm
         pit_l = pumped_litres(
             state,
-            c.start_level_cm,
+            before,
             settled.level_cm,
             state.cycles.fill_rate_cm_s(),
             (settled.ts - c.before_ts).total_seconds(),
@@ -331,7 +391,27 @@ class SanitaryDischargeDetector:
                 self._skip(c, state)
                 return None
             self._block.bounded = True
+        inflow_var, noise_var = self._pit_variance(c, settled, state)
+        self._block.pit_var += inflow_var + noise_var
+        self._block.inflow_var += inflow_var
         return self._add_pooled(c, pit_l, state)
+
+    @staticmethod
+    def _pit_variance(c: PumpCycle, settled: PitSample, state: SiteState) -> tuple[float, float]:
+        """Variance (L^2) of the litres the pit says this cycle pumped: its inflow
+        term's and its level noise's.
+
+        Pumped = level before - settled level + inflow x the span from the sample
+        before the run to the settled one (30-120 s at sparse nodes, several times
+        the run). The inflow term is known only to the recent fills' scatter, and
+        that error is multiplied by the whole span, not the run: in rain the
+        settled level is read a minute after the stop, and an inflow off by 15 %
+        moves the cycle's volume by a quarter. Two level readings add their noise.
+        """
+        span_s = max((settled.ts - c.before_ts).total_seconds(), 0.0)
+        error_l = state.ctx.litres(_inflow_error_cm_s(state) * span_s)
+        noise_l = state.ctx.litres(state.cycles.level_noise_cm())
+        return error_l**2, 2.0 * noise_l**2
 
     def _add_pooled(self, c: PumpCycle, pit_l: float, state: SiteState) -> Verdict | None:
         """Pool the cycle into the open block; judge the block once the outlet has had
@@ -356,6 +436,7 @@ class SanitaryDischargeDetector:
         b.timed = b.timed and timed
         run_s = self._run_seconds(c, state, timed)
         b.run_s += run_s
+        b.run_var += self._run_variance(run_s, state, timed)
         self._pool_run_samples(c, state, end, b)
         # How many outlet samples fall inside a run is floor or ceil of its length in
         # intervals (phase random), and that length is itself only estimated from
@@ -413,6 +494,14 @@ class SanitaryDischargeDetector:
         by_rate = _median(b.wet_flows) * b.run_s / 60.0 if b.wet_flows else 0.0
         rate_known = len(b.wet_flows) >= MIN_RATE_SAMPLES
         b.balance = Balance(b.pit_l, by_rate if rate_known else max(b.outlet_l, by_rate))
+        # What the outlet volume rests on: the flowing samples that gave its rate, the
+        # samples inside runs that read dry, or the in-run samples it was counted from.
+        if rate_known:
+            b.info = float(len(b.wet_flows))
+        elif not b.wet_flows:
+            b.info = float(b.sure_dry)
+        else:
+            b.info = max(b.run_s / max(state.outlet.interval_s, 1.0), 1.0)
         return self._judge(b, state)
 
     def _skip(self, c: PumpCycle, state: SiteState) -> None:
@@ -448,6 +537,19 @@ class SanitaryDischargeDetector:
             start, end = run_span(c, state)
             return (end - start).total_seconds()
         return 0.0
+
+    @staticmethod
+    def _run_variance(run_s: float, state: SiteState, timed: bool) -> float:
+        """Variance (s^2) of one run's time. Timed from the pit, run = drawdown / (pump
+        rate - inflow): an inflow off by dq makes it off by run x dq / net rate (in a
+        storm, where the net rate is small, by much). Timed from sample midpoints,
+        each edge is uniform over a pit interval: 2 x interval^2 / 12."""
+        net = state.cycles.net_rate_cm_s()
+        if timed and net:
+            return (run_s * _inflow_error_cm_s(state) / net) ** 2
+        node = state.ctx.site.node_of_kind(NodeKind.PIT)
+        pit_interval = node.interval_s if node is not None else 0.0
+        return pit_interval**2 / 6.0 if run_s > 0 else 0.0
 
     def _line_lag(self, state: SiteState) -> timedelta:
         """How late the outlet may flow after the pump stops: the line's fill time (its
@@ -490,59 +592,91 @@ class SanitaryDischargeDetector:
         return _median(list(self._calib_flow)) if self._calib_flow else None
 
     def _normal(self) -> tuple[float, float, bool]:
-        """The site's normal ratio, its relative scatter, and whether it is calibrated.
+        """The site's normal ratio, its unit scatter, and whether it is calibrated.
 
-        The scatter is measured from the calibration blocks (robust: MAD), never
-        below ``SCATTER_FLOOR``, and not below ``DEFAULT_SCATTER`` while few blocks
-        are known."""
+        The unit scatter is the relative scatter of a block's outlet volume per
+        outlet sample it rests on (a block on ``n`` samples scatters by
+        ``unit / sqrt(n)``), learned from the clean blocks: each one's squared
+        deviation from the normal, less what its own pit side and run times explain, times its
+        samples (the median of a chi-square with one degree of freedom is 0.455).
+        Before ``2 x CALIBRATION_MIN_BLOCKS`` blocks it is never taken below the
+        conservative prior ``UNIT_SCATTER_PRIOR``, and never below ``UNIT_SCATTER_FLOOR``.
+        """
         if len(self._calib) < CALIBRATION_MIN_BLOCKS:
-            return PRIOR_RATIO, DEFAULT_SCATTER, False
-        ratios = list(self._calib)
-        normal = _median(ratios)
-        mad = _median([abs(r - normal) for r in ratios])
-        floor = DEFAULT_SCATTER if len(ratios) < 2 * CALIBRATION_MIN_BLOCKS else SCATTER_FLOOR
-        return normal, max(floor, 1.4826 * mad / normal), True
+            return PRIOR_RATIO, UNIT_SCATTER_PRIOR, False
+        normal = _median(list(self._calib))
+        unit2 = [
+            max((ratio / normal - 1.0) ** 2 - pit_rel, 0.0) * info
+            for ratio, pit_rel, info in self._calib_info
+        ]
+        unit = math.sqrt(_median(unit2) / CHI2_1_MEDIAN) if unit2 else UNIT_SCATTER_PRIOR
+        few = len(self._calib) < 2 * CALIBRATION_MIN_BLOCKS
+        return normal, max(unit, UNIT_SCATTER_PRIOR if few else UNIT_SCATTER_FLOOR), True
+
+    def _persistence(self, normal: float) -> float:
+        """How much more a run of blocks scatters than independent blocks would: the
+        long-run variance factor (1 + rho) / (1 - rho) of the clean blocks' deviations
+        from normal, rho their lag-one autocorrelation (clipped to 0..``RHO_MAX``).
+
+        A block's error is not independent of the next one's: the inflow the pit's
+        balance and run times rest on changes with the weather over hours, and a
+        sparse outlet's samples fall at a phase of the runs that drifts slowly (the
+        pump's period locks to the node's). A sequential test that sums blocks as
+        independent reads such a slow drift as evidence; clean 30 s houses show
+        rho ~ 0.7, a factor of ~5."""
+        dev = [ratio / normal - 1.0 for ratio, _pit, _info in self._calib_info]
+        if len(dev) < 2 * CALIBRATION_MIN_BLOCKS:
+            return (1 + RHO_PRIOR) / (1 - RHO_PRIOR)
+        power = sum(d * d for d in dev)
+        lagged = sum(a * b for a, b in pairwise(dev))
+        rho = min(max(lagged / power, 0.0), RHO_MAX) if power > 0 else 0.0
+        return (1 + rho) / (1 - rho)
+
+    @staticmethod
+    def _block_sigma(b: _Block, unit: float) -> float:
+        """One block's share uncertainty: the outlet side by the samples it rests on,
+        the pit side by its own inflow and level-noise variance, and a floor (the
+        calibrated normal is itself known only to a few %)."""
+        pit_rel = b.pit_var / b.pit_l**2 if b.pit_l > 0 else 1.0
+        # A rate volume (flow x run time) carries the run time's error too. A dry
+        # block's outlet volume is zero to the meter's idle noise: its samples fell
+        # surely inside runs (after the line's fill time), and none of them flowed;
+        # only its pit side is uncertain.
+        run_rel = b.run_var / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
+        outlet = unit**2 / max(b.info, 1.0) + run_rel if b.wet_flows else 0.0
+        return math.sqrt(outlet + pit_rel + BLOCK_SIGMA_FLOOR**2)
+
+    def _cusum(self, share: float, sigma: float) -> None:
+        """Sequential test (CUSUM of log-likelihood ratios) of share 0 against
+        ``MIN_DIVERSION_SHARE``: a block with share ``s`` and uncertainty ``sigma``
+        adds ``d / sigma^2 x (s - d / 2)``, so a block resting on one or two outlet
+        samples, or on a storm's uncertain inflow, counts for little and a dense
+        block for much: a dense block of outlet samples inside runs all reading dry
+        can open the finding alone (three such samples at 5 s are two cycles)."""
+        d = MIN_DIVERSION_SHARE
+        llr = d / sigma**2 * (share - d / 2)
+        self._up = max(0.0, self._up + min(llr, SPRT_HEIGHT))
+        self._down = max(0.0, self._down + min(-llr, SPRT_HEIGHT)) if self.active else 0.0
 
     def _judge(self, b: _Block, state: SiteState) -> Verdict:
         assert b.end is not None
-        normal, scatter, calibrated = self._normal()
+        normal, unit, calibrated = self._normal()
         share = max(-1.5, min(1.0, b.balance.share_diverted(normal)))
         share = self._refill_explained(b, share, state)
-        height = max(CUSUM_H_MIN, CUSUM_H_SIGMA * scatter)
-        self._up = max(0.0, self._up + share - CUSUM_REFERENCE)
-        self._down = max(0.0, self._down + CUSUM_REFERENCE - share) if self.active else 0.0
+        sigma = self._block_sigma(b, unit)
+        persistence = self._persistence(normal) if calibrated else 1.0
+        self._cusum(share, sigma * math.sqrt(persistence))
         result = BlockResult(b.end, b.cycles, b.balance.pit_l, b.balance.outlet_l, share)
         self._recent.append(result)
         if share >= DIVERTED_LOOKING:
             self._last_diverted = b.end
-        ratio = b.balance.ratio
-        # Runs timed only to a pit interval widen what a healthy ratio can be.
-        timed = state.cycles.net_rate_cm_s() is not None
-        low = HEALTHY_RATIO_LOW if timed else HEALTHY_RATIO_LOW_UNTIMED
-        plausible = low <= ratio <= HEALTHY_RATIO_HIGH
-        # Only the diverted side is an outlier: a ratio above normal is no diversion
-        # (and lets the calibration follow a better timing of the runs).
-        outlier = calibrated and share > max(0.3, 3 * scatter)
-        if (
-            not self.active
-            and plausible
-            and not outlier
-            and not b.bounded
-            and self._up < height / 2
-        ):
-            self._calib.append(ratio)
-            self._calib_wet.extend(b.wet_offsets)
-            self._calib_dry.extend(b.dry_offsets)
-            if b.wet_flows:
-                self._calib_flow.append(_median(b.wet_flows))
-                rate = _rate_ratio(b) if b.timed else None
-                if rate is not None:
-                    self._calib_rate.append(rate)
-        if not self.active and self._up >= height:
+        if not self.active:
+            self._calibrate(b, share, sigma, calibrated, state)
+        if not self.active and self._up >= SPRT_HEIGHT:
             self.active = True
             self._down = 0.0
             self._episode = Balance(0.0, 0.0)
-        elif self.active and self._down >= height:
+        elif self.active and self._down >= SPRT_HEIGHT:
             quiet = self._last_diverted is None or b.end - self._last_diverted >= (
                 SANITARY_CLEAR_AFTER
             )
@@ -554,7 +688,45 @@ class SanitaryDischargeDetector:
         self._episode = self._episode + b.balance
         if state.ctx.waived(RULE_ID, b.end):
             return INACTIVE  # lawful for the time the written determination states
-        return self._verdict(result, normal, scatter, calibrated, state)
+        return self._verdict(result, normal, unit, calibrated, state)
+
+    def _calibrate(
+        self, b: _Block, share: float, sigma: float, calibrated: bool, state: SiteState
+    ) -> None:
+        """Learn from a clean block: the normal ratio, its scatter per sample, the
+        outlet's rate and the flowing window.
+
+        Only blocks inside the physical prior, not on the diverted side of the
+        normal (a ratio above normal is no diversion), not bounded, while the test
+        is far from opening; the ratio only from blocks whose inflow term is known
+        well (``CALIB_MAX_PIT_REL``: a storm's inflow term, uncertain over the whole
+        settling span, would teach the site a ratio its dry weather never shows)."""
+        ratio = b.balance.ratio
+        # Runs timed only to a pit interval widen what a healthy ratio can be.
+        timed = state.cycles.net_rate_cm_s() is not None
+        low = HEALTHY_RATIO_LOW if timed else HEALTHY_RATIO_LOW_UNTIMED
+        plausible = low <= ratio <= HEALTHY_RATIO_HIGH
+        # A block looking diverted by more than CALIB_MAX_SHARE never calibrates,
+        # however uncertain it is on its own (three sparse blocks of a real tee would
+        # otherwise teach the site the tee's ratio).
+        outlier = calibrated and share > CALIB_MAX_SHARE
+        pit_rel = b.pit_var / b.pit_l**2 if b.pit_l > 0 else 1.0
+        inflow_rel = b.inflow_var / b.pit_l**2 if b.pit_l > 0 else 1.0
+        if not plausible or outlier or b.bounded or self._up >= SPRT_HEIGHT / 2:
+            return
+        # The outlet's own behaviour (when it flows, at what rate) does not rest on
+        # the pit's inflow term; the ratio does.
+        if inflow_rel <= CALIB_MAX_PIT_REL**2:
+            self._calib.append(ratio)
+            run_rel = b.run_var / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
+            self._calib_info.append((ratio, pit_rel + run_rel, b.info))
+        self._calib_wet.extend(b.wet_offsets)
+        self._calib_dry.extend(b.dry_offsets)
+        if b.wet_flows:
+            self._calib_flow.append(_median(b.wet_flows))
+            rate = _rate_ratio(b) if b.timed else None
+            if rate is not None:
+                self._calib_rate.append(rate)
 
     def _refill_explained(self, b: _Block, share: float, state: SiteState) -> float:
         """The share, unless the deficit is a line refill rather than a diversion.
@@ -608,7 +780,7 @@ class SanitaryDischargeDetector:
                 "normal_outlet_ratio": round(normal, 2),
                 "normal_ratio_calibrated": calibrated,
                 "calibration_blocks": len(self._calib),
-                "block_scatter": round(scatter, 2),
+                "unit_scatter": round(scatter, 2),
                 "pit_volume_l": r1(last.pit_l),
                 "outlet_volume_l": r1(last.outlet_l),
                 "outlet_share": round(last.outlet_l / last.pit_l, 2) if last.pit_l else None,
