@@ -402,6 +402,14 @@ def score(
     markdown: Annotated[
         Path | None, typer.Option(help="Sweep: also write the tables as Markdown here")
     ] = None,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--only",
+            help="Sweep: only these cases, by family (clean, diversion...), case name "
+            "or site id (s291); repeatable",
+        ),
+    ] = None,
 ) -> None:
     """Run the simulator's scenarios (or, with --sweep, the varied-house sweep) offline,
     replay them through the detectors and compare with the ground-truth labels:
@@ -410,12 +418,14 @@ def score(
 
     from firmware_sim import report
     from firmware_sim.scoring import score_scenarios, score_sweep
-    from firmware_sim.sweep import build_sweep
+    from firmware_sim.sweep import build_sweep, select_cases
 
     console = Console()
     try:
         if sweep:
-            cases = build_sweep(seed, replicas=replicas, clean_weeks=clean_weeks)
+            cases = select_cases(
+                build_sweep(seed, replicas=replicas, clean_weeks=clean_weeks), only
+            )
             result = score_sweep(
                 cases,
                 packs_dir=packs,

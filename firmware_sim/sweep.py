@@ -27,6 +27,7 @@ from typing import Any
 
 from firmware_sim.physics import PumpCurve
 from firmware_sim.scenario import ScenarioModel
+from gateway.errors import SumpWatchError
 
 #: Diversion shares of the sweep; from 25 % up the hose is a sanitary discharge.
 SHARES = (0.0, 0.10, 0.25, 0.33, 0.50, 0.75, 1.0)
@@ -508,6 +509,22 @@ def _clean_weeks(b: _Builder, count: int) -> None:
                            "delta_c": -8.0})  # fmt: skip
         start = _season_start(rng, season)
         b.add("clean", house, start, CLEAN_WEEK_H, events, {}, clean=True, step_s=30.0)
+
+
+def select_cases(cases: list[SweepCase], only: list[str] | None) -> list[SweepCase]:
+    """The cases named by family, case name or site id (all of them without ``only``).
+
+    A selector that matches nothing is an error, so a typo does not score an empty sweep.
+    """
+    if not only:
+        return cases
+    wanted = set(only)
+    unmatched = wanted - {
+        key for case in cases for key in (case.family, case.name, case.scenario.home[0].id)
+    }
+    if unmatched:
+        raise SumpWatchError(f"no sweep case matches {', '.join(sorted(unmatched))}")
+    return [case for case in cases if wanted & {case.family, case.name, case.scenario.home[0].id}]
 
 
 def build_sweep(seed: int = 1, *, replicas: int = 2, clean_weeks: int = 200) -> list[SweepCase]:

@@ -13,7 +13,9 @@ from firmware_sim.sweep import (
     SHARES,
     SweepCase,
     build_sweep,
+    select_cases,
 )
+from gateway.errors import SumpWatchError
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +96,16 @@ def test_the_same_seed_gives_the_same_sweep_and_another_seed_another() -> None:
     )
     assert one == again
     assert [c.scenario for c in one] != [c.scenario for c in other]
+
+
+def test_a_sweep_can_be_narrowed_to_families_cases_and_sites(sweep: list[SweepCase]) -> None:
+    clean = [c for c in sweep if c.family == "clean"]
+    chosen = select_cases(sweep, ["frozen", clean[0].name, clean[1].scenario.home[0].id])
+    assert {c.family for c in chosen} == {"frozen", "clean"}
+    assert [c for c in chosen if c.family == "clean"] == clean[:2]
+    assert select_cases(sweep, None) == sweep
+
+
+def test_a_sweep_selector_that_matches_nothing_is_an_error(sweep: list[SweepCase]) -> None:
+    with pytest.raises(SumpWatchError, match="no sweep case matches nosuch"):
+        select_cases(sweep, ["frozen", "nosuch"])
