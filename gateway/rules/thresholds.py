@@ -72,7 +72,7 @@ BACKFLOW_WINDOW = timedelta(seconds=25)
 #: Inflow is measured on settled samples at least this far apart.
 BACKFLOW_RATE_SPAN = timedelta(seconds=15)
 #: A fill is judged at the next start, or this long after the stop.
-BACKFLOW_JUDGE_AFTER = timedelta(minutes=30)
+BACKFLOW_JUDGE_AFTER = timedelta(minutes=10)
 #: Smallest backflow rise counted, and the share of the line's volume expected back.
 BACKFLOW_MIN_CM = 1.5
 BACKFLOW_LINE_SHARE = 0.4
@@ -122,29 +122,6 @@ SHORT_CYCLE_CLEAR_MAX = 0
 #: site's own excess (its scatter over the last SHORT_CYCLE_HISTORY periods).
 SHORT_CYCLE_SE_FACTOR = 2.0
 SHORT_CYCLE_HISTORY = 12
-#: Seep-back over the whole off period (a leaking valve that has not emptied the
-#: line by the restart): the pit's fill rises over its baseline (the fill of recent
-#: periods whose outlet took the pumped water) and the outlet takes less than its
-#: share of the pumped water, because each run first refills the line. A period
-#: counts as balanced (its fill may teach the baseline, rain or not) when its
-#: outlet/pit ratio is at least LEAK_BALANCED_SHARE of the baseline ratio; the
-#: baseline needs LEAK_BASELINE_MIN balanced periods (of the last LEAK_BASELINE_KEEP).
-LEAK_BALANCED_SHARE = 0.75
-LEAK_BASELINE_MIN = 3
-LEAK_BASELINE_KEEP = 9
-#: The outlet volume of a period is judged only once this long after the run's end
-#: (the line's water has reached the outlet).
-LEAK_OUTLET_AFTER = timedelta(seconds=60)
-#: The seep and the outlet's shortfall are pooled over this many observed runs (a
-#: sparse node reads a short run's flow as all or nothing).
-LEAK_POOL = 8
-#: A seep counts from this share of the line's volume (or of the band, if smaller)
-#: per period: the line's water returned over a few off periods.
-LEAK_SEEP_LINE_SHARE = 0.25
-#: Rain raises the house's discharge with the pit's fill; a seep only the fill. Over
-#: the pooled runs, a discharge (outlet / baseline ratio, per second) above the
-#: baseline fill by this share of the fill's own rise is more water coming in.
-LEAK_OUT_SHARE = 0.5
 
 # --- continuous run (stuck float) ------------------------------------------------
 #: A normal cycle empties the band between the marks in well under a minute; a

@@ -28,7 +28,6 @@ from gateway.rules.detectors.base import (
     iso,
     r1,
 )
-from gateway.rules.physics import outlet_litres, run_span, sure_run
 from gateway.rules.thresholds import (
     BACKFLOW_JUDGE_AFTER,
     BACKFLOW_LATE_FROM,
@@ -48,14 +47,6 @@ from gateway.rules.thresholds import (
     FALLBACK_RATE_MAX_AGE,
     HIGH_WATER_CLEAR_MARGIN_CM,
     HIGH_WATER_SAMPLES,
-    LEAK_BALANCED_SHARE,
-    LEAK_BASELINE_KEEP,
-    LEAK_BASELINE_MIN,
-    LEAK_OUT_SHARE,
-    LEAK_OUTLET_AFTER,
-    LEAK_POOL,
-    LEAK_SEEP_LINE_SHARE,
-    MIN_CYCLE_VOLUME_L,
     OFF_MARK_TOLERANCE_CM,
     RISER_TAP_MIN_KPA,
     SHORT_CYCLE_CLEAR_MAX,
@@ -220,49 +211,6 @@ class _Pending:
     pressures: list[float] = field(default_factory=list)
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
-
-
-class _Window:
-    """The last SHORT_CYCLE_WINDOW judged periods of one measure of backflow (cm),
-    and the site's recent history of it for its scatter."""
-
-    def __init__(self) -> None:
-        self.judged: deque[float] = deque(maxlen=SHORT_CYCLE_WINDOW)
-        self.history: deque[float] = deque(maxlen=SHORT_CYCLE_HISTORY)
-
-    def add(self, value: float) -> None:
-        self.judged.append(value)
-        self.history.append(value)
-
-    def hits(self, threshold: float) -> int:
-        return sum(1 for b in self.judged if b >= threshold)
-
-    def sure_mean(self) -> float:
-        """The window's mean less SHORT_CYCLE_SE_FACTOR standard errors of it, from
-        the robust scatter (MAD) of the history; no allowance before a full window."""
-        mean = sum(self.judged) / len(self.judged)
-        if len(self.history) < SHORT_CYCLE_WINDOW:
-            return mean
-        mid = _median(list(self.history))
-        mad = _median([abs(x - mid) for x in self.history])
-        return mean - SHORT_CYCLE_SE_FACTOR * 1.4826 * mad / math.sqrt(len(self.judged))
-
-    def opens(self, threshold: float) -> bool:
-        """Backflow on SHORT_CYCLE_TO_OPEN of the window, its mean surely above."""
-        return (
-            len(self.judged) > 0
-            and self.hits(threshold) >= SHORT_CYCLE_TO_OPEN
-            and self.sure_mean() >= threshold
-        )
-
-    def clear(self, threshold: float) -> bool:
-        """At most SHORT_CYCLE_CLEAR_MAX of a window of two or more show backflow."""
-        return len(self.judged) >= 2 and self.hits(threshold) <= SHORT_CYCLE_CLEAR_MAX
-
-
 def _fit(samples: list[PitSample]) -> tuple[float, float]:
     """Least-squares level rate (cm/s) and the fitted level at the first sample."""
     t0 = samples[0].ts
@@ -304,14 +252,9 @@ class ShortCyclingDetector:
     def __init__(self, state: SiteState) -> None:
         self.active = False
         self._pending: _Pending | None = None
-        #: Front-loaded excess of each period (a valve whose line drains back soon).
-        self._front = _Window()
-        #: Seep-back over whole periods (a valve still leaking at the restart).
-        self._seep = _Window()
-        #: Balanced periods' (fill rate cm/s, outlet L, pumped L): the seep's baseline.
-        self._baseline: deque[tuple[float, float, float]] = deque(maxlen=LEAK_BASELINE_KEEP)
-        #: The last periods' (fill cm/s, off s, pumped L, outlet L, cycle s), pooled.
-        self._periods: deque[tuple[float, float, float, float, float]] = deque(maxlen=LEAK_POOL)
+        self._judged: deque[float] = deque(maxlen=SHORT_CYCLE_WINDOW)
+        #: The site's recent excesses, for their scatter.
+        self._history: deque[float] = deque(maxlen=SHORT_CYCLE_HISTORY)
         #: The last inflow rate fitted on a period's late part: (when, cm/s).
         self._rate: tuple[datetime, float] | None = None
         #: The last few fitted late rates, for the inflow's trend.
@@ -408,6 +351,16 @@ class ShortCyclingDetector:
         noise = BACKFLOW_NOISE_SIGMAS * state.cycles.level_noise_cm()
         return None if excess > BACKFLOW_MAX_LINE_SHARE * line_cm + noise else excess
 
+    def _standard_error(self) -> float:
+        """Standard error of the judged window's mean, from the robust scatter (MAD)
+        of the site's recent excesses; 0 before SHORT_CYCLE_WINDOW are judged."""
+        if len(self._history) < SHORT_CYCLE_WINDOW:
+            return 0.0
+        ordered = sorted(self._history)
+        mid = ordered[len(ordered) // 2]
+        dev = sorted(abs(x - mid) for x in ordered)
+        return 1.4826 * dev[len(dev) // 2] / math.sqrt(len(self._judged))
+
     @staticmethod
     def _inflow_scatter(state: SiteState) -> float:
         """Relative scatter of the recent inflow rates; 0 before three fills are
@@ -453,130 +406,27 @@ class ShortCyclingDetector:
         drop = first[len(first) // 2] - last[len(last) // 2]
         return drop >= max(COLUMN_DROP_MIN_KPA, COLUMN_DROP_SHARE * running)
 
-    def _seep_cm(self, p: _Pending, state: SiteState) -> float | None:
-        """Line water a valve seeped back per off period, cm, over the last few
-        periods (None: not measurable, or balanced periods that taught the baseline).
-
-        A valve that leaks slowly enough has not emptied the line by the restart: the
-        level rises evenly, at the inflow plus the leak, and no part of the period
-        shows the inflow alone. Two measurements see the leak then, and only it:
-        the pit's fill is above the fill of recent periods whose outlet took the
-        pumped water (the baseline), and the outlet takes less than the baseline's
-        share of the pumped water (each run first refills what seeped back). Rain
-        raises the fill with the outlet still taking the water (balanced periods,
-        which move the baseline with the weather); a diversion starves the outlet
-        without raising the fill. The seep is the smaller of the two. The outlet's
-        shortfall is pooled over the last LEAK_POOL observed runs: a sparse outlet node
-        catches a short run's flow in one period and misses it in the next."""
-        c = p.cycle
-        off = [x for x in p.samples if not x.pump_on and x.ts - c.end_ts >= BACKFLOW_WINDOW]
-        last = state.outlet.last
-        if (
-            len(off) < 3
-            or off[-1].ts - off[0].ts < BACKFLOW_RATE_SPAN
-            or last is None
-            or last.ts - c.end_ts < LEAK_OUTLET_AFTER
-        ):
-            return None
-        out_l = self._run_outlet_l(c, state)
-        base = list(self._baseline)
-        rate = max(0.0, _fit(off)[0])
-        fill0 = _median([f for f, _, _ in base]) if base else rate
-        pit_l = state.ctx.litres(c.drop_cm + fill0 * c.est_duration.total_seconds())
-        if out_l is None or pit_l < MIN_CYCLE_VOLUME_L:
-            return None
-        if base and pit_l > 2.0 * _median([q for _, _, q in base]):
-            return None  # not a float's cycle (a pump back after a failure, run by hand)
-        seconds = (off[-1].ts - c.last_on_ts).total_seconds()
-        self._periods.append(
-            (rate, seconds, pit_l, out_l, (off[-1].ts - c.before_ts).total_seconds())
-        )
-        periods = list(self._periods)
-        # The baseline's outlet/pit ratio pooled over its runs (a ratio of sums: a
-        # sparse node reads one short run's flow all or nothing, and the median of
-        # such ratios depends on the node's phase).
-        ratio0 = sum(o for _, o, _ in base) / sum(q for _, _, q in base) if base else 0.0
-        if len(base) < LEAK_BASELINE_MIN or out_l >= LEAK_BALANCED_SHARE * ratio0 * pit_l:
-            # The outlet took this run's water: its fill is the inflow alone.
-            self._baseline.append((rate, out_l, pit_l))
-            return None
-        if len(periods) < LEAK_POOL or ratio0 <= 0:
-            return None
-        # The inflow varies between periods by the baseline's own scatter: that much
-        # of the rise is not counted as seep.
-        spread = 1.4826 * _median([abs(f - fill0) for f, _, _ in base])
-        rise_cm = sum(max(0.0, q - fill0 - spread) * t for q, t, *_ in periods) / len(periods)
-        # Rain brings more water in and sends more out; a seep circulates the line's
-        # water: the pit fills faster while the house discharges no more than before.
-        # Judged over the latest SHORT_CYCLE_WINDOW runs (the weather of now).
-        recent = periods[-SHORT_CYCLE_WINDOW:]
-        fill_now = sum(x[0] for x in recent) / len(recent)
-        out_cm = state.ctx.cm(sum(x[3] for x in recent) / ratio0)
-        if out_cm / sum(x[4] for x in recent) - fill0 >= LEAK_OUT_SHARE * (fill_now - fill0):
-            return 0.0
-        # The outlet's shortfall per run, surely: its mean less two standard errors of
-        # it (a seep starves every run). The standard deviation, not a MAD: a sparse
-        # node reads a short run all or nothing, and the MAD of such two-valued reads
-        # can be 0 while their mean is far from the truth.
-        shorts = [x[2] - x[3] / ratio0 for x in periods]
-        mean = sum(shorts) / len(shorts)
-        sd = math.sqrt(sum((x - mean) ** 2 for x in shorts) / (len(shorts) - 1))
-        sure = mean - SHORT_CYCLE_SE_FACTOR * sd / math.sqrt(len(shorts))
-        short_cm = state.ctx.cm(sure)
-        line_cm = state.ctx.cm(state.ctx.line_volume_l)
-        noise = BACKFLOW_NOISE_SIGMAS * state.cycles.level_noise_cm()
-        if rise_cm > BACKFLOW_MAX_LINE_SHARE * line_cm + noise:
-            return None  # more than the line holds: the inflow changed (rain)
-        return max(0.0, min(rise_cm, short_cm))
-
-    @staticmethod
-    def _run_outlet_l(c: PumpCycle, state: SiteState) -> float | None:
-        """Outlet litres of one run (its estimated span, one outlet interval longer for
-        the line's lag), None unless an outlet sample fell where the pump surely ran:
-        a run no sample saw is unobserved, not dry (a sparse node's phase can lock to
-        the pump's period and miss several runs in a row)."""
-        sure = sure_run(c, state)
-        if sure is None or not state.outlet.between(*sure):
-            return None
-        start, end = run_span(c, state)
-        lag = timedelta(seconds=state.outlet.interval_s)
-        measured = outlet_litres(list(state.outlet.samples), start, end + lag)
-        return None if measured is None else measured[0]
-
-    def seep_threshold_cm(self, state: SiteState) -> float:
-        """Seep that counts: the share of the line's volume expected back, at least
-        BACKFLOW_MIN_CM. No level-noise floor: the seep is a rate fitted over a whole
-        period and a volume integrated over a cycle, not a difference of two levels."""
-        pit = state.ctx.site.pit
-        expected = state.ctx.cm(state.ctx.line_volume_l)
-        band = pit.pump_on_cm - pit.pump_off_cm
-        return max(BACKFLOW_MIN_CM, LEAK_SEEP_LINE_SHARE * min(expected, band))
-
     def _judge(self, p: _Pending, now: PitSample, state: SiteState) -> Verdict | None:
-        threshold, seep_threshold = self.threshold_cm(state), self.seep_threshold_cm(state)
+        threshold = self.threshold_cm(state)
         backflow = self._excess(p, state)
         if self._column_lost(p, state):
             # The pit may not show a slow leak; the riser's pressure does.
             backflow = max(backflow or 0.0, threshold)
-        seep = self._seep_cm(p, state)
-        if backflow is None and seep is None:
+        if backflow is None:
             return None
-        if backflow is not None:
-            self._front.add(backflow)
-        if seep is not None:
-            self._seep.add(seep)
+        self._judged.append(backflow)
+        self._history.append(backflow)
+        hits = sum(1 for b in self._judged if b >= threshold)
+        mean = sum(self._judged) / len(self._judged)
         # Opening also needs the window's mean clear of the threshold by its own
         # standard error: the period-to-period scatter of this site's excess (sensor
         # noise, sampling phase, float repeatability, inflow changes: all of it,
         # measured, not modelled). A failing valve returns the same water after
         # every stop (small scatter); noise that only sometimes crosses does not.
-        if not self.active and (self._front.opens(threshold) or self._seep.opens(seep_threshold)):
+        sure = mean - SHORT_CYCLE_SE_FACTOR * self._standard_error()
+        if not self.active and hits >= SHORT_CYCLE_TO_OPEN and sure >= threshold:
             self.active = True
-        elif (
-            self.active
-            and self._front.clear(threshold)
-            and (len(self._seep.judged) < 2 or self._seep.clear(seep_threshold))
-        ):
+        elif self.active and hits <= SHORT_CYCLE_CLEAR_MAX and len(self._judged) >= 2:
             self.active = False
         if not self.active:
             return INACTIVE
@@ -586,10 +436,9 @@ class ShortCyclingDetector:
             Severity.WARNING,
             "",
             {
-                "backflow_cm_last_cycles": [r1(b) for b in self._front.judged],
-                "seep_cm_last_cycles": [r1(b) for b in self._seep.judged],
+                "backflow_cm_last_cycles": [r1(b) for b in self._judged],
                 "backflow_threshold_cm": r1(threshold),
-                "backflow_l_last": r1(state.ctx.litres(max(backflow or 0.0, seep or 0.0))),
+                "backflow_l_last": r1(state.ctx.litres(backflow)),
                 "line_volume_l": r1(state.ctx.line_volume_l),
                 "starts_last_hour": state.cycles.starts_within(now.ts, timedelta(hours=1)),
                 "registered_check_valve": inst.check_valve,
