@@ -99,3 +99,34 @@ def test_in_frost_a_stall_drawing_its_dead_head_current_is_ice() -> None:
     )
     assert opened(events, "frozen_line")
     assert opened(events, "pump_failure") == []
+
+
+def test_a_stall_begun_in_warm_weather_stays_a_pump_failure_when_frost_comes() -> None:
+    # A broken impeller stalls the pump on a mild night; the still line then cools
+    # to freezing. Ice forming in a dead line does not explain the stall.
+    site = make_site()
+    sim = MiniSump(site, WINTER, noise=0.5, pipe_c=5.0, air_c=5.0, report_current=True)
+    engine = engine_for(site)
+    feed(engine, sim.run(3600))
+    sim.faults = Faults(pump_no_water=True)
+    events = feed(engine, sim.run(1200))
+    assert opened(events, "pump_failure")
+    sim.pipe_c, sim.air_c = -3.0, -10.0
+    events += feed(engine, sim.run(3600))
+    assert opened(events, "frozen_line") == []
+
+
+def test_one_warm_pipe_reading_in_a_frozen_stall_is_not_a_pump_failure() -> None:
+    # Ice does not melt with one reading of the pipe wall above +1 C.
+    site = make_site()
+    sim = MiniSump(site, WINTER, noise=0.5, pipe_c=-3.0, air_c=-10.0)
+    engine = engine_for(site)
+    feed(engine, sim.run(3600))
+    sim.faults = Faults(frozen=True)
+    events = feed(engine, sim.run(600))
+    assert opened(events, "frozen_line")
+    sim.pipe_c = 2.0
+    events += feed(engine, sim.run(11))
+    sim.pipe_c = -3.0
+    events += feed(engine, sim.run(1800))
+    assert opened(events, "pump_failure") == []

@@ -169,3 +169,12 @@ def test_icing_returns_to_watch_only_after_a_real_thaw() -> None:
     sim.air_c = 4.0  # a real thaw
     later = feed(engine, sim.run(2 * 3600))
     assert [e.finding.level for e in later if e.finding.rule_id == "icing_risk"][-1] == "watch"
+
+
+def test_water_pumped_out_that_the_outlet_meter_misses_still_counts_for_icing() -> None:
+    # The outlet's meter reads nothing while the pit empties every cycle through a
+    # good valve: what the line cannot hold left it (the pit's balance bounds it).
+    site = make_site(**NEAR)  # type: ignore[arg-type]
+    sim = MiniSump(site, WINTER, air_c=-5.0, inflow_lpm=6.0, faults=Faults(sanitary_share=1.0))
+    (f,) = opened(feed(engine_for(site), sim.run(3 * 3600)), "icing_risk")
+    assert f.level == "warning"

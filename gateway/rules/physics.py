@@ -42,6 +42,7 @@ from gateway.rules.thresholds import (
     STALL_SAMPLES,
     STALL_SHARE,
     SURE_RATE_FACTOR,
+    THAW_FOR,
 )
 
 
@@ -286,3 +287,42 @@ def cold_enough_for_ice(state: SiteState, now: datetime) -> bool:
     if last is not None and now - last.ts <= PIPE_MAX_AGE and pipe_can_ice(last.pipe_temp_c):
         return True
     return state.freeze.frozen_for(now) >= COLD_AIR_FOR
+
+
+def line_may_hold_ice(state: SiteState, now: datetime) -> bool:
+    """The line may hold ice now: cold enough for it (``cold_enough_for_ice``), or the
+    pipe wall was at or below COLD_PIPE_C within THAW_FOR. Ice that has formed does not
+    melt the moment one reading of the pipe wall rises past +1 C (a sensor near its
+    threshold dithers, and warm pit water passing the node warms its wall before the
+    plug downstream): it melts once the pipe has stayed warm for THAW_FOR, the same
+    span that clears ``frozen_line``."""
+    if cold_enough_for_ice(state, now):
+        return True
+    recent = state.outlet.between(now - THAW_FOR, now)
+    return any(pipe_can_ice(o.pipe_temp_c) for o in recent)
+
+
+def stall_onset(
+    state: SiteState, now: datetime, onset: tuple[datetime, bool] | None
+) -> tuple[datetime, bool] | None:
+    """(start of the current run, whether its line could hold ice when its stall was
+    first seen), kept for the whole run: ``onset`` is the value from the last call.
+
+    Ice cannot explain a stall that began while the line could not freeze: the pump
+    had stopped moving water before any ice formed (the still water of a dead line
+    freezes readily later on, which says nothing about why the pump stalled). And a
+    stall that began in frost stays a frozen line until it thaws, whatever one pipe
+    reading says. None while the pump is not running."""
+    since = state.cycles.running_since
+    if since is None:
+        return None
+    if onset is not None and onset[0] == since:
+        return onset
+    return since, line_may_hold_ice(state, now)
+
+
+def stall_in_frost(onset: tuple[datetime, bool] | None, state: SiteState, now: datetime) -> bool:
+    """The stalled run may be a frozen line: its line could freeze when the stall
+    began (``stall_onset``) and may still hold ice now (a line that has stayed warm
+    for THAW_FOR has thawed: a stall that goes on is the pump)."""
+    return onset is not None and onset[1] and line_may_hold_ice(state, now)

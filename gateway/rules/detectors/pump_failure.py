@@ -32,7 +32,12 @@ from gateway.rules.detectors.base import (
     iso,
     r1,
 )
-from gateway.rules.physics import blocked_line_cause, cold_enough_for_ice, stalled_run
+from gateway.rules.physics import (
+    blocked_line_cause,
+    stall_in_frost,
+    stall_onset,
+    stalled_run,
+)
 from gateway.rules.thresholds import (
     NO_CURRENT_A,
     NO_CURRENT_FOR,
@@ -67,6 +72,8 @@ class PumpFailureDetector:
         self._since: datetime | None = None
         self._restored = False
         self._healthy_at: datetime | None = None
+        #: The current run's start and whether its line could freeze at its stall.
+        self._onset: tuple[datetime, bool] | None = None
 
     def restore(self) -> None:
         """Continue a finding restored from the store (held while it is re-judged)."""
@@ -131,11 +138,15 @@ class PumpFailureDetector:
         if self._high_since is not None and s.ts - self._high_since >= NO_START_FOR:
             return "water above the on mark and the pump does not start"
         stall = stalled_run(s, state)
-        if stall is not None and (
-            not cold_enough_for_ice(state, s.ts) or blocked_line_cause(state, s) is not None
-        ):
-            # Warm weather cannot plug the line; in frost, a pump that draws no
-            # current or makes no head is the pump, not ice (``frozen_line``).
+        if stall is None:
+            return ""
+        self._onset = stall_onset(state, s.ts, self._onset)
+        frost = stall_in_frost(self._onset, state, s.ts)
+        if not frost or blocked_line_cause(state, s) is not None:
+            # A stall that began where the line could not freeze is the pump (ice
+            # forming later in the dead line does not explain it); in frost, a pump
+            # that draws no current or makes no head is the pump, not ice
+            # (``frozen_line``, which judges the same onset).
             return "pump runs but the pit does not drain"
         return ""
 

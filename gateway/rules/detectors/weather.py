@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from datetime import datetime
 from typing import ClassVar
 
@@ -10,6 +11,7 @@ from gateway.registry.models import DischargeDestination
 from gateway.rules.detectors.base import (
     INACTIVE,
     AirSample,
+    CycleEnd,
     Event,
     OutletSample,
     PitSample,
@@ -20,7 +22,12 @@ from gateway.rules.detectors.base import (
     iso,
     r1,
 )
-from gateway.rules.physics import blocked_line_cause, cold_enough_for_ice, stalled_run
+from gateway.rules.physics import (
+    blocked_line_cause,
+    stall_in_frost,
+    stall_onset,
+    stalled_run,
+)
 from gateway.rules.thresholds import (
     AIR_MAX_AGE,
     CYCLE_END_TOLERANCE_CM,
@@ -65,6 +72,8 @@ class FrozenLineDetector:
         self._warm_since: datetime | None = None
         self._since: datetime | None = None
         self._stall_level: float | None = None
+        #: The current run's start and whether its line could freeze at its stall.
+        self._onset: tuple[datetime, bool] | None = None
 
     def restore(self) -> None:
         """Continue a finding restored from the store."""
@@ -78,11 +87,12 @@ class FrozenLineDetector:
             return None
         s = event
         stall = stalled_run(s, state)
-        if (
-            stall is not None
-            and cold_enough_for_ice(state, s.ts)
-            and blocked_line_cause(state, s) is None
-        ):
+        if stall is not None:
+            # A stall is ice only if its line could freeze when it began, and stays
+            # so for its run (``physics.stall_onset``; ``pump_failure`` reads the same).
+            self._onset = stall_onset(state, s.ts, self._onset)
+        frost = stall is not None and stall_in_frost(self._onset, state, s.ts)
+        if stall is not None and frost and blocked_line_cause(state, s) is None:
             if not self.active:
                 self.active, self._since = True, s.ts
             self._stall_level = stall.start_level_cm
@@ -151,11 +161,13 @@ class IcingRiskDetector:
         "Turn or extend the outlet so the water soaks into the lawn away from the walk "
         "and street, and check the walk for ice (salt or sand it).",
     )
-    streams: ClassVar[frozenset[Stream]] = frozenset({Stream.OUTLET, Stream.AIR})
+    streams: ClassVar[frozenset[Stream]] = frozenset({Stream.OUTLET, Stream.AIR, Stream.CYCLE})
 
     def __init__(self, state: SiteState) -> None:
         self.active = False
         self._freezing_since: datetime | None = None
+        #: Litres each recent pump run took out of the pit (its level's fall), by time.
+        self._pumped: deque[tuple[datetime, float]] = deque()
         inst = state.ctx.site.installation
         pack = state.ctx.pack
         spec = pack.rule(self.rule_id) if pack is not None else None
@@ -183,9 +195,14 @@ class IcingRiskDetector:
 
     def feed(self, event: Event, state: SiteState) -> Verdict | None:
         """Judge the site at the data time of an outlet or air sample."""
+        if isinstance(event, CycleEnd):
+            self._pumped.append((event.cycle.end_ts, state.ctx.litres(event.cycle.drop_cm)))
+            return None
         if not isinstance(event, OutletSample | AirSample):
             return None
         now = event.ts
+        while self._pumped and now - self._pumped[0][0] > ICING_WINDOW:
+            self._pumped.popleft()
         if not self.applies or self.nearest is None:
             return None
         air = state.air
@@ -197,7 +214,7 @@ class IcingRiskDetector:
         local_day = now.astimezone(state.ctx.site.tz).date()
         pack = state.ctx.pack
         in_season = pack.season.contains(local_day) if pack is not None else False
-        volume = state.outlet.volume_since(now - ICING_WINDOW)
+        volume = self._discharged_l(now, state)
         # Hysteresis: stay open down to half the volume that opened it.
         needed = ICING_MIN_VOLUME_L / 2 if self.active else ICING_MIN_VOLUME_L
         holds = (in_season or freezing) and volume >= needed
@@ -208,6 +225,17 @@ class IcingRiskDetector:
             return None
         self.active = True
         return self._verdict(now, self.nearest, air, (freezing, in_season), volume, state)
+
+    def _discharged_l(self, now: datetime, state: SiteState) -> float:
+        """Litres that left the line at its outlet in the window: what the outlet's
+        meter integrated, and at least what the pump took out of the pit less what
+        the line can hold (with a good valve the water pumped has nowhere else to go).
+        The pit's bound matters where the meter misses the water: a long line whose
+        far part drains down after each stop at a flow under the meter's reach, or a
+        run shorter than the outlet node's interval."""
+        metered = state.outlet.volume_since(now - ICING_WINDOW)
+        pumped = sum(litres for _, litres in self._pumped)
+        return max(metered, pumped - state.ctx.line_volume_l)
 
     def _verdict(
         self,
