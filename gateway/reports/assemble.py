@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -68,7 +68,7 @@ from gateway.rules.detectors.sanitary import SanitaryDischargeDetector
 from gateway.rules.detectors.silence import SensorSilenceDetector
 from gateway.rules.detectors.weather import FrozenLineDetector, IcingRiskDetector
 from gateway.rules.pack import RulePack
-from gateway.rules.physics import pipe_can_ice, unaccounted_litres
+from gateway.rules.physics import pipe_can_ice, unaccounted_litres_each
 from gateway.rules.thresholds import FREEZING_C, MIN_CYCLE_VOLUME_L
 from gateway.rules.verdict import (
     CONFIRM_WITHIN,
@@ -281,11 +281,8 @@ def _sanitary_hours(
     pit_l, outlet_l = hours.pit_l, hours.outlet_l
     pit_win, out_win = _three_hour_sums(pit_l), _three_hour_sums(outlet_l)
     # The sanitary physics finds the hour short over its window (asked of every hour at
-    # once: it is a pure function), counted only where both nodes reported.
-    judged = map(
-        unaccounted_litres, pit_l.tolist(), outlet_l.tolist(), pit_win.tolist(), out_win.tolist()
-    )
-    out = np.fromiter(judged, dtype=np.float64, count=hours.n)
+    # once, in its array form), counted only where both nodes reported.
+    out = unaccounted_litres_each(pit_l, outlet_l, pit_win, out_win)
     out[~(hours.pit_seen & hours.outlet_seen)] = 0.0
     if blocked:
         for i in np.flatnonzero(out).tolist():
@@ -307,15 +304,45 @@ def _three_hour_sums(values: HourArray) -> HourArray:
     return upper - lower
 
 
+@dataclass(frozen=True, slots=True)
+class _LocalDays:
+    """The local days of a site's hours, and how to gather each day's hours at once.
+
+    ``gather[d, k]`` is the index of day d's k-th hour where ``inside[d, k]`` (a day
+    has 23 to 25 hours; the rest of its row points at its last hour and is masked).
+    Shared by every site of a village (same season, same zone): read only.
+    """
+
+    days: tuple[tuple[date, int, int], ...]  # (day, first hour, end hour)
+    firsts: IntArray
+    ends: IntArray
+    gather: IntArray
+    inside: BoolArray
+
+
 @functools.lru_cache(maxsize=64)
-def _local_days(start: datetime, n: int, tz: tzinfo) -> tuple[tuple[date, int, int], ...]:
+def _local_days(start: datetime, n: int, tz: tzinfo) -> _LocalDays:
+    """The local days of the n hours from ``start`` (see :func:`_local_day_bounds`),
+    computed once per season and zone."""
+    days = _local_day_bounds(start, n, tz)
+    firsts = np.array([a for _, a, _ in days], dtype=np.int64)
+    ends = np.array([b for _, _, b in days], dtype=np.int64)
+    width = int((ends - firsts).max()) if days else 0
+    slot = np.arange(width)
+    inside = slot < (ends - firsts)[:, None]
+    gather = np.minimum(firsts[:, None] + slot, ends[:, None] - 1)
+    for array in (firsts, ends, gather, inside):
+        array.flags.writeable = False
+    return _LocalDays(days, firsts, ends, gather, inside)
+
+
+def _local_day_bounds(start: datetime, n: int, tz: tzinfo) -> tuple[tuple[date, int, int], ...]:
     """The local days of the n hours from ``start`` as (day, first hour, end hour): each
     hour belongs to the local date its start falls on.
 
     Found from each local midnight rather than by converting every hour (a season is
     3,600 of them); where a midnight does not exist (a DST jump at midnight) or the
-    boundary does not check out, every hour is converted after all. The sites of a
-    village share their season and zone, so a village computes this once.
+    boundary does not check out, every hour is converted after all.
     """
     if n == 0:
         return ()
@@ -351,71 +378,83 @@ def _local_days_hour_by_hour(n: int, day_of: Callable[[int], date]) -> list[tupl
     return out
 
 
+#: ``physics.pipe_can_ice`` over a column at once: the test is one comparison, which
+#: numpy applies hour by hour (NaN compares false, as for a float); pinned equal to
+#: the scalar calls by tests/test_reports_units.py.
+_pipes_can_ice = cast(Callable[[HourArray], BoolArray], pipe_can_ice)
+
+
 def _risk_hours(hours: _Hours, surface: bool) -> BoolArray:
     """Per hour: water flowed out while the air froze (it can ice where it lands) or
     while the outlet pipe was cold enough to hold ice (the frozen-line detectors' own
     test, ``physics.pipe_can_ice``: the line can freeze shut); a drip at the
     outlet is not a discharge. (NaN, no reading, compares false.)"""
-    icy_pipe = np.fromiter(map(pipe_can_ice, hours.pipe_min.tolist()), dtype=bool, count=hours.n)
     freezing = hours.air_min <= FREEZING_C if surface else np.zeros(hours.n, dtype=bool)
-    risk: BoolArray = (hours.outlet_l >= MIN_CYCLE_VOLUME_L) & (freezing | icy_pipe)
+    risk: BoolArray = (hours.outlet_l >= MIN_CYCLE_VOLUME_L) & (
+        freezing | _pipes_can_ice(hours.pipe_min)
+    )
     return risk
 
 
-def _or(values: HourArray, none: float) -> list[float]:
-    """NaN (no reading) replaced by ``none`` (inf for a minimum, -inf for a maximum),
-    so a day's extreme is one ``min``/``max`` over a slice (NaN would poison it)."""
-    replaced: list[float] = np.where(np.isnan(values), none, values).tolist()
-    return replaced
+def _day_sums(values: HourArray, local: _LocalDays) -> list[float]:
+    """Each day's sum of ``values``, added left to right from 0.0 over the day's hours:
+    one row per day (0.0, its hours, then 0.0 padding, which adds exactly), accumulated
+    along the row. The same float additions as Python's ``sum`` over the hour slice, so
+    the same numbers to the last bit (numpy's pairwise ``sum`` would round otherwise)."""
+    rows = np.zeros((len(local.days), local.gather.shape[1] + 1))
+    rows[:, 1:] = np.where(local.inside, values[local.gather], 0.0)
+    sums: list[float] = np.cumsum(rows, axis=1)[:, -1].tolist()
+    return sums
 
 
-def _real(value: float) -> float | None:
-    """An extreme found, or None when the day had no reading (still infinite)."""
-    return None if math.isinf(value) else value
+def _day_extremes(values: HourArray, local: _LocalDays, *, lowest: bool) -> list[float | None]:
+    """Each day's smallest (largest) value, None where the day had no reading (NaN)."""
+    if not local.days:
+        return []
+    filled = np.where(np.isnan(values), math.inf if lowest else -math.inf, values)
+    if np.any((filled == 0.0) & np.signbit(filled)):
+        # A -0.0: numpy's min picks another of two equal zeros than Python's (the first),
+        # so such a column takes Python's, hour slice by hour slice.
+        hourly = filled.tolist()
+        pick = min if lowest else max
+        found: list[float] = [pick(hourly[a:b]) for _, a, b in local.days]
+    else:
+        found = (np.minimum if lowest else np.maximum).reduceat(filled, local.firsts).tolist()
+    return [None if math.isinf(v) else v for v in found]
 
 
-def _day_sums(values: HourArray, slices: Sequence[slice]) -> list[float]:
-    """Each day's sum of ``values``, added left to right over the day's hours by
-    Python's ``sum`` (the same float additions as summing the hour slice: the same
-    numbers to the last bit; numpy's pairwise ``sum`` would round differently)."""
-    hourly = values.tolist()
-    return list(map(sum, map(hourly.__getitem__, slices)))
-
-
-def _day_counts(values: npt.NDArray[Any], firsts: IntArray, ends: IntArray) -> list[int]:
+def _day_counts(values: npt.NDArray[Any], local: _LocalDays) -> list[int]:
     """Each day's sum of whole-number ``values`` (counts, flags) from one prefix sum:
     exact, as every partial sum of whole numbers is."""
+    if not local.days:
+        return []
     prefix = np.cumsum(np.concatenate(([0], values)))
-    counts: list[int] = (prefix[ends] - prefix[firsts]).astype(np.int64).tolist()
+    counts: list[int] = (prefix[local.ends] - prefix[local.firsts]).astype(np.int64).tolist()
     return counts
 
 
 def _day_columns(
-    hours: _Hours, sanitary: HourArray, surface: bool, local: Sequence[tuple[date, int, int]]
+    hours: _Hours, sanitary: HourArray, surface: bool, local: _LocalDays
 ) -> Iterator[tuple[Any, ...]]:
     """Per local day: (the day and its hours, then the day's covered hours, cycles,
     pump seconds, backup cycles, pit, outlet and unaccounted litres, unaccounted
     hours, air minimum and maximum, pipe minimum, freezing and risk hours), each
     column computed over every day at once rather than sliced day by day."""
-    firsts = np.array([a for _, a, _ in local], dtype=np.int64)
-    ends = np.array([b for _, _, b in local], dtype=np.int64)
-    slices = [slice(a, b) for _, a, b in local]
-    inf = math.inf
     return zip(
-        local,
-        _day_counts(hours.all_reported, firsts, ends),
-        _day_counts(hours.cycles, firsts, ends),
-        _day_sums(hours.on_s, slices),
-        _day_counts(hours.backup_cycles, firsts, ends),
-        _day_sums(hours.pit_l, slices),
-        _day_sums(hours.outlet_l, slices),
-        _day_sums(sanitary, slices),
-        _day_counts(sanitary > 0, firsts, ends),
-        map(min, map(_or(hours.air_min, inf).__getitem__, slices)),
-        map(max, map(_or(hours.air_max, -inf).__getitem__, slices)),
-        map(min, map(_or(hours.pipe_min, inf).__getitem__, slices)),
-        _day_counts(hours.air_min <= FREEZING_C, firsts, ends),
-        _day_counts(_risk_hours(hours, surface), firsts, ends),
+        local.days,
+        _day_counts(hours.all_reported, local),
+        _day_counts(hours.cycles, local),
+        _day_sums(hours.on_s, local),
+        _day_counts(hours.backup_cycles, local),
+        _day_sums(hours.pit_l, local),
+        _day_sums(hours.outlet_l, local),
+        _day_sums(sanitary, local),
+        _day_counts(sanitary > 0, local),
+        _day_extremes(hours.air_min, local, lowest=True),
+        _day_extremes(hours.air_max, local, lowest=False),
+        _day_extremes(hours.pipe_min, local, lowest=True),
+        _day_counts(hours.air_min <= FREEZING_C, local),
+        _day_counts(_risk_hours(hours, surface), local),
         strict=True,
     )
 
@@ -436,27 +475,27 @@ def _days(
     sanitary_dest = dest is DischargeDestination.SANITARY
     storm_dest = dest is DischargeDestination.STORM_LATERAL
     return [
-        DayStats(
-            day=day,
-            hours=b - a,
-            covered_hours=covered,
-            pump_cycles=cycles,
-            pump_on_s=on_s,
-            backup_pump_cycles=backup,
-            pit_volume_l=pit,
-            outlet_volume_l=out,
-            grade_l=out if surface else 0.0,
-            storm_l=out if storm_dest else 0.0,
-            sanitary_l=sus + (out if sanitary_dest else 0.0),
-            unaccounted_hours=unaccounted,
-            air_min_c=_real(air_lo),
-            air_max_c=_real(air_hi),
-            pipe_min_c=_real(pipe_lo),
-            freezing_hours=freezing,
-            freezing_risk_hours=risk,
-            icing=day in icing_days,
-            violation=day in violation_days,
-            suspected=day in suspected_days,
+        DayStats(  # positionally, in the fields' order: 150 a site, 150,000 a village
+            day,
+            b - a,
+            covered,
+            cycles,
+            on_s,
+            backup,
+            pit,
+            out,
+            out if surface else 0.0,  # grade_l
+            out if storm_dest else 0.0,  # storm_l
+            sus + (out if sanitary_dest else 0.0),  # sanitary_l
+            unaccounted,
+            air_lo,
+            air_hi,
+            pipe_lo,
+            freezing,
+            risk,
+            day in icing_days,
+            day in violation_days,
+            day in suspected_days,
         )
         for (
             (day, a, b),
