@@ -62,18 +62,22 @@ _SELECT_IDENTITY = (
 )
 
 
-#: A site's node ids, one index seek each (a skip scan: SQLite has none of its own).
-_NODES_OF_SITE = (
+#: A site's newest reading per node, in one statement: its node ids by skipping through
+#: the (site, node, ts) index (a skip scan: SQLite has none of its own), then each
+#: node's newest row by one seek of that index (named: the planner would otherwise scan
+#: the node's rows by primary key). Among readings of the same ts the greatest
+#: (boot, seq) comes first, as a descending scan of the index gives it.
+_NEWEST_OF_SITE = (
     "WITH RECURSIVE nodes(id) AS ("
     " SELECT MIN(node_id) FROM readings WHERE site_id = ?1"
     " UNION ALL"
-    " SELECT (SELECT MIN(node_id) FROM readings WHERE site_id = ?2 AND node_id > id)"
+    " SELECT (SELECT MIN(node_id) FROM readings WHERE site_id = ?1 AND node_id > id)"
     " FROM nodes WHERE id IS NOT NULL"
-    ") SELECT id FROM nodes WHERE id IS NOT NULL"
-)
-_NEWEST_OF_NODE = (
-    f"SELECT {', '.join(_COLUMNS)} FROM readings "
-    "WHERE site_id = ? AND node_id = ? ORDER BY ts DESC LIMIT 1"
+    f") SELECT {', '.join('r.' + c for c in _COLUMNS)}"
+    " FROM nodes JOIN readings r INDEXED BY readings_site_node_ts"
+    " ON r.site_id = ?1 AND r.node_id = nodes.id"
+    " AND r.ts = (SELECT MAX(ts) FROM readings WHERE site_id = ?1 AND node_id = nodes.id)"
+    " WHERE nodes.id IS NOT NULL ORDER BY nodes.id, r.boot DESC, r.seq DESC"
 )
 
 
@@ -244,21 +248,20 @@ class SqliteStore:
     async def latest_of(self, site_ids: Sequence[str]) -> dict[str, dict[str, Reading]]:
         """The newest reading per node of each site, in one read.
 
-        Per site, its node ids are found by skipping through the (site, node, ts) index
-        and each node's newest row is one index seek, so the cost does not grow with
-        how many readings a node has (the single-site query groups all of them).
+        Per site one statement (``_NEWEST_OF_SITE``): its node ids by skipping through
+        the (site, node, ts) index and each node's newest row by one index seek, so the
+        cost does not grow with how many readings a node has (the single-site query
+        groups all of them); one statement a site, not one a node (issue 17 item 5).
         """
         ids = list(dict.fromkeys(site_ids))
 
         def run(conn: sqlite3.Connection) -> dict[str, dict[str, Reading]]:
             out: dict[str, dict[str, Reading]] = {}
             for site_id in ids:
-                nodes = [row[0] for row in conn.execute(_NODES_OF_SITE, (site_id, site_id))]
                 latest = out[site_id] = {}
-                for node_id in nodes:
-                    row = _tuples(conn.execute(_NEWEST_OF_NODE, (site_id, node_id))).fetchone()
-                    if row is not None:
-                        latest[node_id] = _reading(row)
+                for row in _tuples(conn.execute(_NEWEST_OF_SITE, (site_id,))):
+                    if row[1] not in latest:  # the first of a node's newest readings
+                        latest[row[1]] = _reading(row)
             return out
 
         return await self.db.read(run)
