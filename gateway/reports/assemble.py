@@ -433,13 +433,21 @@ def _day_counts(values: npt.NDArray[Any], local: _LocalDays) -> list[int]:
     return counts
 
 
+#: A day's unaccounted hours, air minimum and maximum, pipe minimum, freezing and risk
+#: hours, in ``DayStats``' order.
+_Counted = tuple[int, float | None, float | None, float | None, int, int]
+#: A local day's columns (see :func:`_day_columns`).
+_DayColumns = tuple[tuple[date, int, int], int, int, float, int, float, float, float, _Counted]
+
+
 def _day_columns(
     hours: _Hours, sanitary: HourArray, surface: bool, local: _LocalDays
-) -> Iterator[tuple[Any, ...]]:
+) -> Iterator[_DayColumns]:
     """Per local day: (the day and its hours, then the day's covered hours, cycles,
-    pump seconds, backup cycles, pit, outlet and unaccounted litres, unaccounted
-    hours, air minimum and maximum, pipe minimum, freezing and risk hours), each
-    column computed over every day at once rather than sliced day by day."""
+    pump seconds, backup cycles, pit, outlet and unaccounted litres, and as one tuple
+    its unaccounted hours, air minimum and maximum, pipe minimum, freezing and risk
+    hours: ``DayStats``' order), each column computed over every day at once rather
+    than sliced day by day."""
     return zip(
         local.days,
         _day_counts(hours.all_reported, local),
@@ -449,12 +457,15 @@ def _day_columns(
         _day_sums(hours.pit_l, local),
         _day_sums(hours.outlet_l, local),
         _day_sums(sanitary, local),
-        _day_counts(sanitary > 0, local),
-        _day_extremes(hours.air_min, local, lowest=True),
-        _day_extremes(hours.air_max, local, lowest=False),
-        _day_extremes(hours.pipe_min, local, lowest=True),
-        _day_counts(hours.air_min <= FREEZING_C, local),
-        _day_counts(_risk_hours(hours, surface), local),
+        zip(
+            _day_counts(sanitary > 0, local),
+            _day_extremes(hours.air_min, local, lowest=True),
+            _day_extremes(hours.air_max, local, lowest=False),
+            _day_extremes(hours.pipe_min, local, lowest=True),
+            _day_counts(hours.air_min <= FREEZING_C, local),
+            _day_counts(_risk_hours(hours, surface), local),
+            strict=True,
+        ),
         strict=True,
     )
 
@@ -474,8 +485,10 @@ def _days(
     columns = _day_columns(hours, sanitary, surface, _local_days(hours.start, hours.n, period.tz))
     sanitary_dest = dest is DischargeDestination.SANITARY
     storm_dest = dest is DischargeDestination.STORM_LATERAL
+    # Positionally, in the fields' order: 150 a site, 150,000 a village. ``counted`` is
+    # the day's unaccounted hours, air and pipe extremes, freezing and risk hours.
     return [
-        DayStats(  # positionally, in the fields' order: 150 a site, 150,000 a village
+        DayStats(
             day,
             b - a,
             covered,
@@ -487,32 +500,12 @@ def _days(
             out if surface else 0.0,  # grade_l
             out if storm_dest else 0.0,  # storm_l
             sus + (out if sanitary_dest else 0.0),  # sanitary_l
-            unaccounted,
-            air_lo,
-            air_hi,
-            pipe_lo,
-            freezing,
-            risk,
+            *counted,
             day in icing_days,
             day in violation_days,
             day in suspected_days,
         )
-        for (
-            (day, a, b),
-            covered,
-            cycles,
-            on_s,
-            backup,
-            pit,
-            out,
-            sus,
-            unaccounted,
-            air_lo,
-            air_hi,
-            pipe_lo,
-            freezing,
-            risk,
-        ) in columns
+        for (day, a, b), covered, cycles, on_s, backup, pit, out, sus, counted in columns
     ]
 
 

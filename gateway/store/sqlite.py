@@ -17,6 +17,7 @@ from operator import itemgetter
 from typing import Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from gateway.contract import FIELDS, NodeKind
 from gateway.domain import FindingEvent, Reading, StatusChange
@@ -26,7 +27,6 @@ from gateway.store.base import (
     DAY_SERIES,
     DayRollup,
     FieldStats,
-    HourArray,
     NodeHours,
     Resolution,
     Rollup,
@@ -568,7 +568,9 @@ def _node_hours(rows: Sequence[tuple[Any, ...]], base: float, n: int) -> list[No
     for node_id, group in groupby(rows, key=itemgetter(1)):
         days = list(group)
 
-        def blob_rows(name: str, fill: float, days: list[tuple[Any, ...]] = days) -> HourArray:
+        def blob_rows(
+            name: str, fill: float, days: list[tuple[Any, ...]] = days
+        ) -> npt.NDArray[np.float64]:
             col = _BLOB_OF[name]
             empty = rollup_math.pack_hours(array("d", [fill]) * 24)
             joined = b"".join(empty if d[col] is None else d[col] for d in days)
