@@ -6,10 +6,14 @@ The assemble tests write 1-hour rollups into a real SqliteStore on a temp file
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import AsyncIterator, Collection
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gateway.contract import NodeKind
@@ -17,7 +21,12 @@ from gateway.domain import Citation, Confirmation, ConfirmationKind, Finding, Se
 from gateway.errors import ConfigError
 from gateway.registry.models import SiteConfig, SiteRegistry
 from gateway.reports import text
-from gateway.reports.assemble import assemble_site_report
+from gateway.reports.assemble import (
+    _pipes_can_ice,
+    assemble_site_report,
+    build_site_report,
+    read_site_inputs,
+)
 from gateway.reports.models import ComplianceStatus, Coverage, Gap
 from gateway.reports.penalties import estimate_penalties, most_within
 from gateway.reports.render_csv import site_csv
@@ -26,7 +35,13 @@ from gateway.reports.service import FORMATS, render
 from gateway.reports.sources import ReportSources
 from gateway.rules.detectors.base import OutletSample, SiteContext, SiteState
 from gateway.rules.pack import load_packs
-from gateway.rules.physics import cold_enough_for_ice, unaccounted_litres
+from gateway.rules.physics import (
+    cold_enough_for_ice,
+    pipe_can_ice,
+    unaccounted_litres,
+    unaccounted_litres_each,
+)
+from gateway.rules.thresholds import ACCOUNTED_RATIO, MIN_CYCLE_VOLUME_L
 from gateway.state.database import SqliteDatabase
 from gateway.store.base import FieldStats, Rollup
 from gateway.store.sqlite import SqliteStore
@@ -327,6 +342,58 @@ async def test_a_pipe_the_frozen_line_detector_calls_icy_makes_risk_hours_in_the
     state.outlet.add(OutletSample(at, 10.0, 3.0, 0.5), pump_on=True)
     assert cold_enough_for_ice(state, at)
     assert report.days[0].freezing_risk_hours == 3
+
+
+def test_the_water_balance_over_a_column_judges_every_hour_as_the_scalar_test() -> None:
+    # The report asks the physics of 3,600 hours at once; it must say what the detectors'
+    # scalar test says of each, edge cases included (a cycle's volume exactly, the
+    # accounted ratio exactly, no water, NaN).
+    rng = random.Random(7)
+    edge = [0.0, MIN_CYCLE_VOLUME_L, MIN_CYCLE_VOLUME_L - 1e-9, BAND_L, 2 * BAND_L, math.nan]
+    rows = [tuple(rng.choice(edge) for _ in range(4)) for _ in range(400)]
+    rows += [(BAND_L, 0.0, BAND_L, ACCOUNTED_RATIO * BAND_L)]  # the ratio exactly: accounted
+    rows += [tuple(rng.uniform(0, 80) for _ in range(4)) for _ in range(2000)]
+    pit, outlet, around_pit, around_outlet = (np.array(col) for col in zip(*rows, strict=True))
+    each = unaccounted_litres_each(pit, outlet, around_pit, around_outlet).tolist()
+    assert [repr(v) for v in each] == [repr(unaccounted_litres(*row)) for row in rows]
+
+
+def test_the_icy_pipe_test_over_a_column_is_the_detectors_scalar_test() -> None:
+    temps = [-3.0, 0.0, -0.0, 0.5, 1.0, 1.0 + 1e-12, 2.0, math.nan, math.inf, -math.inf]
+    assert _pipes_can_ice(np.array(temps)).tolist() == [pipe_can_ice(t) for t in temps]
+
+
+async def test_a_days_volume_adds_its_hours_in_order_to_the_last_bit(store: SqliteStore) -> None:
+    # Litres with many digits: added in another order (numpy's pairwise sum, a prefix
+    # difference) the day's total would differ in its last bits, and so would the CSV.
+    rng = random.Random(3)
+    litres = [BAND_L * rng.uniform(0.9, 1.1) for _ in range(24)]
+    assert sum(litres) != float(np.sum(litres))  # the order shows in these
+    await _day_of_rollups(store, "h1", {h: (1, litres[h]) for h in range(24)})
+    report = await assemble_site_report(_sources(store, _site()), "h1", "2026-2027", now=NOW)
+    assert report.days[0].outlet_volume_l == sum(litres)
+    assert report.totals.outlet_volume_l == sum(litres)
+
+
+async def test_a_days_coldest_hour_among_equal_zeros_is_the_first_as_min_says(
+    store: SqliteStore,
+) -> None:
+    # -0.0 and 0.0 are equal; a day's minimum keeps the first, as Python's min over the
+    # hours did, so the report reads the same whichever comes first. (SQLite keeps no
+    # -0.0 in a REAL column, InfluxDB does: the hours are given to the report here.)
+    await _day_of_rollups(store, "h1", {h: (1, BAND_L) for h in range(24)}, pipe_min_c=5.0)
+    inputs = await read_site_inputs(_sources(store, _site()), "h1", "2026-2027", now=NOW)
+    reports = []
+    for first, then in ((0.0, -0.0), (-0.0, 0.0)):
+        hours = []
+        for node in inputs.hours:
+            series = dict(node.series)
+            if node.kind is NodeKind.DISCHARGE:
+                series["pipe_temp_c_min"] = pipe = series["pipe_temp_c_min"].copy()
+                pipe[3], pipe[5] = first, then
+            hours.append(replace(node, series=series))
+        reports.append(build_site_report(replace(inputs, hours=hours)))
+    assert [repr(r.days[0].pipe_min_c) for r in reports] == ["0.0", "-0.0"]
 
 
 async def test_violation_level_telemetry_is_suspected_until_a_record_confirms_it(

@@ -16,7 +16,13 @@ from gateway.domain import Reading
 from gateway.state.database import SqliteDatabase
 from gateway.store.base import TimeSeriesStore
 from gateway.store.factory import make_store
-from gateway.store.rollups import MAX_HOLD_S, compose, compute_minutes, refresh_forever
+from gateway.store.rollups import (
+    MAX_HOLD_S,
+    compose,
+    compute_minutes,
+    hour_fill,
+    refresh_forever,
+)
 from gateway.store.sqlite import SqliteStore
 from tests import influx_fixture
 from tests.conftest import MakeSettings
@@ -331,6 +337,50 @@ async def test_a_database_from_before_day_rollups_gets_them_from_its_hours(
     await db.close()
     assert rows == 1
     assert sum(day.hours["samples"]) == 720
+
+
+async def test_hour_series_lays_each_nodes_day_rollups_out_hour_by_hour(
+    store: TimeSeriesStore,
+) -> None:
+    # Readings from 22:00 UTC into the next UTC day, laid out from 06:00 UTC (a Chicago
+    # midnight): hour i holds the rollup that starts i hours after 06:00.
+    await store.write(
+        pit_series(1440 * 2, start=ACROSS_MIDNIGHT)
+        + flow_series(1440 * 2, lpm=30.0, start=ACROSS_MIDNIGHT)
+    )
+    await store.refresh_rollups(LATER + timedelta(days=1))
+    start, n = T0, 30
+    laid = await store.hour_series("elm-12", start, n)
+    days = await store.day_rollups("elm-12", start, start + timedelta(hours=n))
+    assert [(h.node_id, h.kind) for h in laid] == [
+        ("outlet", NodeKind.DISCHARGE),
+        ("pit", NodeKind.PIT),
+    ]
+    for node in laid:
+        of_node = {d.day: d for d in days if d.node_id == node.node_id}
+        for name, values in node.series.items():
+            expected = []
+            for i in range(n):
+                at = start + timedelta(hours=i)
+                day = of_node.get(at.replace(hour=0))
+                expected.append(day.hours[name][at.hour] if day else hour_fill(name))
+            assert len(values) == n
+            assert [repr(v) for v in values.tolist()] == [repr(v) for v in expected], name
+    pit = next(h for h in laid if h.node_id == "pit")
+    # 22:00-02:00 UTC are hours 16-19 from 06:00: a pump start a minute, nothing before.
+    assert pit.series["pump_cycles"].tolist() == [0.0] * 16 + [60.0] * 4 + [0.0] * 10
+
+
+async def test_hour_series_follows_hours_saved_after_it(store: TimeSeriesStore) -> None:
+    await store.write(pit_series(720))
+    await store.refresh_rollups(LATER)
+    (before,) = await store.hour_series("elm-12", T0, 24)
+    await store.write(pit_series(720, start=T0 + timedelta(hours=3), start_seq=720))  # late
+    await store.refresh_rollups(LATER)
+    (after,) = await store.hour_series("elm-12", T0, 24)
+    assert before.series["samples"][3] == 0.0
+    assert after.series["samples"][3] == 720.0
+    assert after.series["samples"].sum() == before.series["samples"].sum() + 720
 
 
 # -- the console's read of a whole village ---------------------------------------------------

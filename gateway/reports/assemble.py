@@ -22,16 +22,17 @@ Where the water went, hour by hour (see ``docs/reports.md``):
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
-import operator
 import statistics
-from array import array
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
-from itertools import accumulate, compress
-from typing import Any
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
 
 from alerts.lifecycle import TEST_RULE
 from alerts.models import Alert
@@ -67,7 +68,7 @@ from gateway.rules.detectors.sanitary import SanitaryDischargeDetector
 from gateway.rules.detectors.silence import SensorSilenceDetector
 from gateway.rules.detectors.weather import FrozenLineDetector, IcingRiskDetector
 from gateway.rules.pack import RulePack
-from gateway.rules.physics import pipe_can_ice, unaccounted_litres
+from gateway.rules.physics import pipe_can_ice, unaccounted_litres_each
 from gateway.rules.thresholds import FREEZING_C, MIN_CYCLE_VOLUME_L
 from gateway.rules.verdict import (
     CONFIRM_WITHIN,
@@ -78,9 +79,11 @@ from gateway.rules.verdict import (
     level_spans,
     site_verdict,
 )
-from gateway.store.base import DayRollup
+from gateway.store.base import HourArray, NodeHours
 
 HOUR = timedelta(hours=1)
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
 #: Below this share of the period with readings, "no violation seen" is not a
 #: statement of compliance: too much of the season went unwatched.
 MIN_COVERAGE = 0.9
@@ -98,132 +101,82 @@ def floor_hour(when: datetime) -> datetime:
 
 @dataclass(slots=True)
 class _Hours:
-    """Every hour of a site's [start, start + n h), as columns indexed by hour.
+    """Every hour of a site's [start, start + n h), as columns (arrays) indexed by hour.
 
-    Built from the day rollups (24 hourly values per node and UTC day), so the sums
-    below add the same hourly values in the same order as the 1-hour rollups did:
-    the numbers are those of the hourly arithmetic, only without an object per hour.
-    A NaN temperature is an hour without that reading.
+    Built from the day rollups laid end to end (``NodeHours``), so the sums below add
+    the same hourly values in the same order as the 1-hour rollups did: the numbers
+    are those of the hourly arithmetic, only without a Python float per hour (a
+    season is 3,600 hours a column, a village 3.6 million). A NaN temperature is an
+    hour without that reading.
     """
 
     start: datetime
     n: int
-    reported: dict[str, list[bool]]  # per registered node: samples in the hour
-    all_reported: list[bool]  # every registered node reported
-    cycles: list[float]  # whole numbers
-    on_s: list[float]
-    backup_cycles: list[float]  # whole numbers
-    pit_l: list[float]
-    outlet_l: list[float]
-    air_min: list[float]
-    air_max: list[float]
-    pipe_min: list[float]
-    pit_seen: list[bool]
-    outlet_seen: list[bool]
+    reported: dict[str, BoolArray]  # per registered node: samples in the hour
+    all_reported: BoolArray  # every registered node reported
+    cycles: HourArray  # whole numbers
+    on_s: HourArray
+    backup_cycles: HourArray  # whole numbers
+    pit_l: HourArray
+    outlet_l: HourArray
+    air_min: HourArray
+    air_max: HourArray
+    pipe_min: HourArray
+    pit_seen: BoolArray
+    outlet_seen: BoolArray
 
     def start_of(self, i: int) -> datetime:
         """When hour ``i`` starts."""
         return self.start + i * HOUR
 
 
-#: Where a day's hours go among a site's: (first hour index, first and end slot, the day).
-_Span = tuple[int, int, int, DayRollup]
-
-
-def _spans(days: Iterable[DayRollup], base: float, n: int) -> list[_Span]:
-    """The part of each of a node's days inside the n hours from ``base`` (epoch s)."""
-    out = []
-    for d in days:
-        # Hour i holds the rollup starting in [base + i h, base + (i + 1) h).
-        o = int((d.day.timestamp() - base) // 3600)
-        lo, hi = max(0, -o), min(24, n - o)
-        if lo < hi:
-            out.append((o + lo, lo, hi, d))
+def _add(columns: Sequence[HourArray], n: int) -> HourArray:
+    """Per hour, the nodes' values added in node order from 0.0 (as ``sum(vals, 0.0)``
+    added the hourly rollups: elementwise, the same float additions)."""
+    if len(columns) == 1:
+        return columns[0]
+    out = np.zeros(n)
+    for col in columns:
+        out = out + col
     return out
 
 
-def _place(spans: Iterable[_Span], name: str, n: int, fill: float) -> list[float]:
-    """One node's hourly series of ``name`` over the site's n hours.
-
-    The days' values are copied into one array of doubles (a slice copy, no float
-    object per hour) and made a list once: the same values, placed the same way."""
-    out = array("d", [fill]) * n
-    for i, lo, hi, d in spans:
-        values = d.hours.get(name)
-        if values is not None:
-            try:
-                out[i : i + hi - lo] = values[lo:hi]
-            except TypeError:  # not an array of doubles
-                out[i : i + hi - lo] = array("d", values[lo:hi])
-    return out.tolist()
-
-
-def _add(columns: Sequence[list[float]]) -> list[float]:
-    """Per hour, the nodes' values added in node order (as the hourly rollups were)."""
-    if len(columns) == 1:
-        return columns[0]
-    return [sum(vals, 0.0) for vals in zip(*columns, strict=True)]
-
-
-def _extreme(columns: Sequence[list[float]], pick: Callable[..., float]) -> list[float]:
-    """Per hour, the nodes' smallest (largest) value, ignoring NaN (no reading)."""
-    if len(columns) == 1:
-        return columns[0]
-    out = []
-    for vals in zip(*columns, strict=True):
-        real = [v for v in vals if not math.isnan(v)]
-        out.append(pick(real) if real else math.nan)
-    return out
-
-
-def _all(columns: Sequence[list[bool]], n: int) -> list[bool]:
-    """Per hour, whether every column holds; with no column every hour does (nothing
-    is missing)."""
+def _extreme(columns: Sequence[HourArray], n: int, *, lowest: bool) -> HourArray:
+    """Per hour, the nodes' smallest (largest) value, ignoring NaN (no reading); NaN
+    where no node has one. Folded in node order keeping the first of equal values,
+    as ``min``/``max`` over the real ones did (so 0.0 and -0.0 pick alike)."""
     if not columns:
-        return [True] * n
-    if len(columns) == 1:
-        return columns[0]
-    return list(map(all, zip(*columns, strict=True)))
+        return np.full(n, math.nan)
+    out = columns[0]
+    for col in columns[1:]:
+        better = col < out if lowest else col > out
+        out = np.where(better | np.isnan(out), col, out)
+    return out
 
 
-def _hours(site: SiteConfig, days: Sequence[DayRollup], start: datetime, end: datetime) -> _Hours:
+def _hours(site: SiteConfig, nodes: Sequence[NodeHours], start: datetime, end: datetime) -> _Hours:
     """Every hour of [start, end) with what the site's registered nodes said in it."""
     band_l = (site.pit.pump_on_cm - site.pit.pump_off_cm) * site.pit.area_cm2 / 1000.0
     n = int((end - start) / HOUR)
-    base = start.timestamp()
     registered = [node.id for node in site.nodes]
-    of_node: dict[str, list[DayRollup]] = defaultdict(list)
-    for d in days:
-        if d.node_id in registered:
-            of_node[d.node_id].append(d)
-    nodes = sorted(of_node)  # node order within an hour, as the rollups were sorted
-    kinds = {nid: of_node[nid][0].kind for nid in nodes}
-    by_node = {nid: _spans(of_node[nid], base, n) for nid in nodes}
+    # Node order within an hour, as the hourly rollups were sorted.
+    mine = sorted((h for h in nodes if h.node_id in registered), key=lambda h: h.node_id)
 
-    def series(kind: NodeKind, name: str, fill: float) -> list[list[float]]:
-        return [_place(by_node[nid], name, n, fill) for nid in nodes if kinds[nid] is kind]
+    def series(kind: NodeKind, name: str) -> list[HourArray]:
+        return [h.series[name] for h in mine if h.kind is kind]
 
-    def total(kind: NodeKind, name: str) -> list[float]:
-        cols = series(kind, name, 0.0)
-        return _add(cols) if cols else [0.0] * n
+    def total(kind: NodeKind, name: str) -> HourArray:
+        cols = series(kind, name)
+        return _add(cols, n) if cols else np.zeros(n)
 
-    def extreme(kind: NodeKind, name: str, pick: Callable[..., float]) -> list[float]:
-        cols = series(kind, name, math.nan)
-        return _extreme(cols, pick) if cols else [math.nan] * n
+    none = np.zeros(n, dtype=bool)
+    reported = dict.fromkeys(registered, none)
+    for h in mine:
+        reported[h.node_id] = h.series["samples"] > 0.0
 
-    none = [False] * n
-    reported = {
-        nid: list(map((0.0).__lt__, _place(by_node[nid], "samples", n, 0.0)))
-        if nid in by_node
-        else none
-        for nid in registered
-    }
-
-    def seen(kind: NodeKind) -> list[bool]:
-        cols = [reported[nid] for nid in nodes if kinds[nid] is kind]
-        if len(cols) == 1:
-            return cols[0]
-        return list(map(any, zip(*cols, strict=True))) if cols else none
+    def seen(kind: NodeKind) -> BoolArray:
+        cols = [reported[h.node_id] for h in mine if h.kind is kind]
+        return np.logical_or.reduce(cols) if cols else none
 
     cycles = total(NodeKind.PIT, "pump_cycles")
     return _Hours(
@@ -231,15 +184,17 @@ def _hours(site: SiteConfig, days: Sequence[DayRollup], start: datetime, end: da
         n=n,
         reported=reported,
         # With no registered node every hour counts as covered (nothing was missing).
-        all_reported=_all(list(reported.values()), n),
+        all_reported=np.logical_and.reduce(list(reported.values()))
+        if reported
+        else np.ones(n, dtype=bool),
         cycles=cycles,
         on_s=total(NodeKind.PIT, "pump_on_s"),
         backup_cycles=total(NodeKind.PIT, "backup_pump_cycles"),
-        pit_l=[c * band_l for c in cycles],
+        pit_l=cycles * band_l,
         outlet_l=total(NodeKind.DISCHARGE, "pumped_volume_l"),
-        air_min=extreme(NodeKind.AIR, "air_temp_c_min", min),
-        air_max=extreme(NodeKind.AIR, "air_temp_c_max", max),
-        pipe_min=extreme(NodeKind.DISCHARGE, "pipe_temp_c_min", min),
+        air_min=_extreme(series(NodeKind.AIR, "air_temp_c_min"), n, lowest=True),
+        air_max=_extreme(series(NodeKind.AIR, "air_temp_c_max"), n, lowest=False),
+        pipe_min=_extreme(series(NodeKind.DISCHARGE, "pipe_temp_c_min"), n, lowest=True),
         pit_seen=seen(NodeKind.PIT),
         outlet_seen=seen(NodeKind.DISCHARGE),
     )
@@ -298,74 +253,103 @@ def _frozen_line_spans(
 def _coverage(site: SiteConfig, hours: _Hours) -> Coverage:
     node_ids = tuple(n.id for n in site.nodes)
     n = hours.n
-    by_node = {nid: sum(hours.reported[nid]) / n if n else 0.0 for nid in node_ids}
-    gaps: list[Gap] = []
-    run_start: datetime | None = None
-    missing: set[str] = set()
-    for i, covered in enumerate(hours.all_reported):
-        if covered:
-            if run_start is not None:
-                gaps.append(Gap(run_start, hours.start_of(i), tuple(sorted(missing))))
-                run_start, missing = None, set()
-            continue
-        if run_start is None:
-            run_start = hours.start_of(i)
-        missing.update(nid for nid in node_ids if not hours.reported[nid][i])
-    if run_start is not None and n:
-        gaps.append(Gap(run_start, hours.start_of(n - 1) + HOUR, tuple(sorted(missing))))
-    return Coverage(n, sum(hours.all_reported), by_node, tuple(gaps))
+    by_node = {
+        nid: int(np.count_nonzero(hours.reported[nid])) / n if n else 0.0 for nid in node_ids
+    }
+    # A gap is a run of hours not covered: it starts where coverage turns off and ends
+    # where it turns back on (or at the end), with every node missing at some hour of it.
+    covered = hours.all_reported
+    edges = np.flatnonzero(np.diff(np.concatenate(([True], covered, [True])))).tolist()
+    gaps = [
+        Gap(
+            hours.start_of(a),
+            hours.start_of(b),
+            tuple(sorted(nid for nid in node_ids if not hours.reported[nid][a:b].all())),
+        )
+        for a, b in zip(edges[0::2], edges[1::2], strict=True)
+    ]
+    return Coverage(n, int(np.count_nonzero(covered)), by_node, tuple(gaps))
 
 
 def _sanitary_hours(
     inst: Installation, hours: _Hours, blocked: Sequence[tuple[datetime, datetime]]
-) -> list[float]:
+) -> HourArray:
     """Per hour, the pit volume the outlet did not account for (0 when accounted)."""
     if inst.destination is DischargeDestination.SANITARY:
-        return [
-            0.0
-        ] * hours.n  # registered to the sanitary sewer: the outlet's volume already goes there
+        # Registered to the sanitary sewer: the outlet's volume already goes there.
+        return np.zeros(hours.n)
     pit_l, outlet_l = hours.pit_l, hours.outlet_l
     pit_win, out_win = _three_hour_sums(pit_l), _three_hour_sums(outlet_l)
     # The sanitary physics finds the hour short over its window (asked of every hour at
-    # once: it is a pure function), counted only where both nodes reported.
-    out = list(map(unaccounted_litres, pit_l, outlet_l, pit_win, out_win))
-    both = map(operator.and_, hours.pit_seen, hours.outlet_seen)
-    for i in compress(range(hours.n), map(operator.not_, both)):
-        out[i] = 0.0
+    # once, in its array form), counted only where both nodes reported.
+    out = unaccounted_litres_each(pit_l, outlet_l, pit_win, out_win)
+    out[~(hours.pit_seen & hours.outlet_seen)] = 0.0
     if blocked:
-        for i, v in enumerate(out):
-            if v and _covers(blocked, hours.start_of(i), hours.start_of(i) + HOUR):
+        for i in np.flatnonzero(out).tolist():
+            if _covers(blocked, hours.start_of(i), hours.start_of(i) + HOUR):
                 out[i] = 0.0  # a frozen line holds the water back; it is not diverted
     return out
 
 
-def _three_hour_sums(values: Sequence[float]) -> list[float]:
+def _three_hour_sums(values: HourArray) -> HourArray:
     """Per hour, the sum over it and its two neighbours (a cycle can start in one hour
-    and discharge in the next), from prefix sums taken left to right."""
+    and discharge in the next), from prefix sums taken left to right from 0.0 (an
+    accumulation adds in order, unlike numpy's pairwise ``sum``)."""
     n = len(values)
     if n == 0:
-        return []
-    prefix = list(accumulate(values, initial=0.0))
-    upper = prefix[2:] + prefix[n:]  # prefix[min(n, i + 2)]
-    lower = prefix[:1] + prefix[: n - 1]  # prefix[max(0, i - 1)]
-    return list(map(operator.sub, upper, lower))
+        return np.zeros(0)
+    prefix: HourArray = np.cumsum(np.concatenate(([0.0], values)))
+    upper = np.concatenate((prefix[2:], prefix[n:]))  # prefix[min(n, i + 2)]
+    lower = np.concatenate((prefix[:1], prefix[: n - 1]))  # prefix[max(0, i - 1)]
+    return upper - lower
 
 
-def _local_days(hours: _Hours, tz: tzinfo) -> list[tuple[date, int, int]]:
-    """The local days of the hours as (day, first hour, end hour): each hour belongs to
-    the local date its start falls on.
+@dataclass(frozen=True, slots=True)
+class _LocalDays:
+    """The local days of a site's hours, and how to gather each day's hours at once.
+
+    ``gather[d, k]`` is the index of day d's k-th hour where ``inside[d, k]`` (a day
+    has 23 to 25 hours; the rest of its row points at its last hour and is masked).
+    Shared by every site of a village (same season, same zone): read only.
+    """
+
+    days: tuple[tuple[date, int, int], ...]  # (day, first hour, end hour)
+    firsts: IntArray
+    ends: IntArray
+    gather: IntArray
+    inside: BoolArray
+
+
+@functools.lru_cache(maxsize=64)
+def _local_days(start: datetime, n: int, tz: tzinfo) -> _LocalDays:
+    """The local days of the n hours from ``start`` (see :func:`_local_day_bounds`),
+    computed once per season and zone."""
+    days = _local_day_bounds(start, n, tz)
+    firsts = np.array([a for _, a, _ in days], dtype=np.int64)
+    ends = np.array([b for _, _, b in days], dtype=np.int64)
+    width = int((ends - firsts).max()) if days else 0
+    slot = np.arange(width)
+    inside = slot < (ends - firsts)[:, None]
+    gather = np.minimum(firsts[:, None] + slot, ends[:, None] - 1)
+    for array in (firsts, ends, gather, inside):
+        array.flags.writeable = False
+    return _LocalDays(days, firsts, ends, gather, inside)
+
+
+def _local_day_bounds(start: datetime, n: int, tz: tzinfo) -> tuple[tuple[date, int, int], ...]:
+    """The local days of the n hours from ``start`` as (day, first hour, end hour): each
+    hour belongs to the local date its start falls on.
 
     Found from each local midnight rather than by converting every hour (a season is
     3,600 of them); where a midnight does not exist (a DST jump at midnight) or the
     boundary does not check out, every hour is converted after all.
     """
-    n = hours.n
     if n == 0:
-        return []
-    base = hours.start.timestamp()
+        return ()
+    base = start.timestamp()
 
     def day_of(i: int) -> date:
-        return hours.start_of(i).astimezone(tz).date()
+        return (start + i * HOUR).astimezone(tz).date()
 
     out: list[tuple[date, int, int]] = []
     day, first = day_of(0), 0
@@ -375,12 +359,12 @@ def _local_days(hours: _Hours, tz: tzinfo) -> list[tuple[date, int, int]]:
         end = min(n, max(first + 1, math.ceil((midnight - base) / 3600)))
         after = day_of(end) if end < n else None
         if day_of(end - 1) != day or after == day:
-            return _local_days_hour_by_hour(n, day_of)
+            return tuple(_local_days_hour_by_hour(n, day_of))
         out.append((day, first, end))
         if after is not None:
             day = after
         first = end
-    return out
+    return tuple(out)
 
 
 def _local_days_hour_by_hour(n: int, day_of: Callable[[int], date]) -> list[tuple[date, int, int]]:
@@ -394,66 +378,94 @@ def _local_days_hour_by_hour(n: int, day_of: Callable[[int], date]) -> list[tupl
     return out
 
 
-def _risk_hours(hours: _Hours, surface: bool) -> list[bool]:
+#: ``physics.pipe_can_ice`` over a column at once: the test is one comparison, which
+#: numpy applies hour by hour (NaN compares false, as for a float); pinned equal to
+#: the scalar calls by tests/test_reports_units.py.
+_pipes_can_ice = cast(Callable[[HourArray], BoolArray], pipe_can_ice)
+
+
+def _risk_hours(hours: _Hours, surface: bool) -> BoolArray:
     """Per hour: water flowed out while the air froze (it can ice where it lands) or
     while the outlet pipe was cold enough to hold ice (the frozen-line detectors' own
     test, ``physics.pipe_can_ice``: the line can freeze shut); a drip at the
     outlet is not a discharge. (NaN, no reading, compares false.)"""
-    return [
-        outlet >= MIN_CYCLE_VOLUME_L and ((surface and air <= FREEZING_C) or pipe_can_ice(pipe))
-        for outlet, air, pipe in zip(hours.outlet_l, hours.air_min, hours.pipe_min, strict=True)
-    ]
+    freezing = hours.air_min <= FREEZING_C if surface else np.zeros(hours.n, dtype=bool)
+    risk: BoolArray = (hours.outlet_l >= MIN_CYCLE_VOLUME_L) & (
+        freezing | _pipes_can_ice(hours.pipe_min)
+    )
+    return risk
 
 
-def _or(values: Sequence[float], none: float) -> list[float]:
-    """NaN (no reading) replaced by ``none`` (inf for a minimum, -inf for a maximum),
-    so a day's extreme is one ``min``/``max`` over a slice (NaN would poison it)."""
-    return [v if v == v else none for v in values]  # NaN is the one value unequal to itself
+def _day_sums(values: HourArray, local: _LocalDays) -> list[float]:
+    """Each day's sum of ``values``, added left to right from 0.0 over the day's hours:
+    one row per day (0.0, its hours, then 0.0 padding, which adds exactly), accumulated
+    along the row. The same float additions as Python's ``sum`` over the hour slice, so
+    the same numbers to the last bit (numpy's pairwise ``sum`` would round otherwise)."""
+    rows = np.zeros((len(local.days), local.gather.shape[1] + 1))
+    rows[:, 1:] = np.where(local.inside, values[local.gather], 0.0)
+    sums: list[float] = np.cumsum(rows, axis=1)[:, -1].tolist()
+    return sums
 
 
-def _real(value: float) -> float | None:
-    """An extreme found, or None when the day had no reading (still infinite)."""
-    return None if math.isinf(value) else value
+def _day_extremes(values: HourArray, local: _LocalDays, *, lowest: bool) -> list[float | None]:
+    """Each day's smallest (largest) value, None where the day had no reading (NaN)."""
+    if not local.days:
+        return []
+    filled = np.where(np.isnan(values), math.inf if lowest else -math.inf, values)
+    if np.any((filled == 0.0) & np.signbit(filled)):
+        # A -0.0: numpy's min picks another of two equal zeros than Python's (the first),
+        # so such a column takes Python's, hour slice by hour slice.
+        hourly = filled.tolist()
+        pick = min if lowest else max
+        found: list[float] = [pick(hourly[a:b]) for _, a, b in local.days]
+    else:
+        found = (np.minimum if lowest else np.maximum).reduceat(filled, local.firsts).tolist()
+    return [None if math.isinf(v) else v for v in found]
 
 
-def _day_sums(values: Sequence[float], slices: Sequence[slice]) -> list[float]:
-    """Each day's sum of ``values``, added left to right over the day's hours (the same
-    float additions as summing the hour slice: the same numbers to the last bit)."""
-    return list(map(sum, map(values.__getitem__, slices)))
-
-
-def _day_counts(values: Iterable[float], bounds: Sequence[tuple[int, int]]) -> list[int]:
+def _day_counts(values: npt.NDArray[Any], local: _LocalDays) -> list[int]:
     """Each day's sum of whole-number ``values`` (counts, flags) from one prefix sum:
     exact, as every partial sum of whole numbers is."""
-    prefix = list(accumulate(values, initial=0))
-    return [int(prefix[b] - prefix[a]) for a, b in bounds]
+    if not local.days:
+        return []
+    prefix = np.cumsum(np.concatenate(([0], values)))
+    counts: list[int] = (prefix[local.ends] - prefix[local.firsts]).astype(np.int64).tolist()
+    return counts
+
+
+#: A day's unaccounted hours, air minimum and maximum, pipe minimum, freezing and risk
+#: hours, in ``DayStats``' order.
+_Counted = tuple[int, float | None, float | None, float | None, int, int]
+#: A local day's columns (see :func:`_day_columns`).
+_DayColumns = tuple[tuple[date, int, int], int, int, float, int, float, float, float, _Counted]
 
 
 def _day_columns(
-    hours: _Hours, sanitary: Sequence[float], surface: bool, local: Sequence[tuple[date, int, int]]
-) -> Iterator[tuple[Any, ...]]:
+    hours: _Hours, sanitary: HourArray, surface: bool, local: _LocalDays
+) -> Iterator[_DayColumns]:
     """Per local day: (the day and its hours, then the day's covered hours, cycles,
-    pump seconds, backup cycles, pit, outlet and unaccounted litres, unaccounted
-    hours, air minimum and maximum, pipe minimum, freezing and risk hours), each
-    column summed over every day at once rather than sliced day by day."""
-    bounds = [(a, b) for _, a, b in local]
-    slices = [slice(a, b) for a, b in bounds]
-    inf = math.inf
+    pump seconds, backup cycles, pit, outlet and unaccounted litres, and as one tuple
+    its unaccounted hours, air minimum and maximum, pipe minimum, freezing and risk
+    hours: ``DayStats``' order), each column computed over every day at once rather
+    than sliced day by day."""
     return zip(
-        local,
-        _day_counts(hours.all_reported, bounds),
-        _day_counts(hours.cycles, bounds),
-        _day_sums(hours.on_s, slices),
-        _day_counts(hours.backup_cycles, bounds),
-        _day_sums(hours.pit_l, slices),
-        _day_sums(hours.outlet_l, slices),
-        _day_sums(sanitary, slices),
-        _day_counts([v > 0 for v in sanitary], bounds),
-        map(min, map(_or(hours.air_min, inf).__getitem__, slices)),
-        map(max, map(_or(hours.air_max, -inf).__getitem__, slices)),
-        map(min, map(_or(hours.pipe_min, inf).__getitem__, slices)),
-        _day_counts([v <= FREEZING_C for v in hours.air_min], bounds),
-        _day_counts(_risk_hours(hours, surface), bounds),
+        local.days,
+        _day_counts(hours.all_reported, local),
+        _day_counts(hours.cycles, local),
+        _day_sums(hours.on_s, local),
+        _day_counts(hours.backup_cycles, local),
+        _day_sums(hours.pit_l, local),
+        _day_sums(hours.outlet_l, local),
+        _day_sums(sanitary, local),
+        zip(
+            _day_counts(sanitary > 0, local),
+            _day_extremes(hours.air_min, local, lowest=True),
+            _day_extremes(hours.air_max, local, lowest=False),
+            _day_extremes(hours.pipe_min, local, lowest=True),
+            _day_counts(hours.air_min <= FREEZING_C, local),
+            _day_counts(_risk_hours(hours, surface), local),
+            strict=True,
+        ),
         strict=True,
     )
 
@@ -462,7 +474,7 @@ def _days(
     inst: Installation,
     period: SeasonPeriod,
     hours: _Hours,
-    sanitary: Sequence[float],
+    sanitary: HourArray,
     icing_days: set[date],
     verdict: Verdict,
 ) -> list[DayStats]:
@@ -470,48 +482,30 @@ def _days(
     surface = dest in _SURFACE
     violation_days = set(verdict.confirmed_days)
     suspected_days = set(verdict.suspected_days)
-    columns = _day_columns(hours, sanitary, surface, _local_days(hours, period.tz))
+    columns = _day_columns(hours, sanitary, surface, _local_days(hours.start, hours.n, period.tz))
     sanitary_dest = dest is DischargeDestination.SANITARY
     storm_dest = dest is DischargeDestination.STORM_LATERAL
+    # Positionally, in the fields' order: 150 a site, 150,000 a village. ``counted`` is
+    # the day's unaccounted hours, air and pipe extremes, freezing and risk hours.
     return [
         DayStats(
-            day=day,
-            hours=b - a,
-            covered_hours=covered,
-            pump_cycles=cycles,
-            pump_on_s=on_s,
-            backup_pump_cycles=backup,
-            pit_volume_l=pit,
-            outlet_volume_l=out,
-            grade_l=out if surface else 0.0,
-            storm_l=out if storm_dest else 0.0,
-            sanitary_l=sus + (out if sanitary_dest else 0.0),
-            unaccounted_hours=unaccounted,
-            air_min_c=_real(air_lo),
-            air_max_c=_real(air_hi),
-            pipe_min_c=_real(pipe_lo),
-            freezing_hours=freezing,
-            freezing_risk_hours=risk,
-            icing=day in icing_days,
-            violation=day in violation_days,
-            suspected=day in suspected_days,
-        )
-        for (
-            (day, a, b),
+            day,
+            b - a,
             covered,
             cycles,
             on_s,
             backup,
             pit,
             out,
-            sus,
-            unaccounted,
-            air_lo,
-            air_hi,
-            pipe_lo,
-            freezing,
-            risk,
-        ) in columns
+            out if surface else 0.0,  # grade_l
+            out if storm_dest else 0.0,  # storm_l
+            sus + (out if sanitary_dest else 0.0),  # sanitary_l
+            *counted,
+            day in icing_days,
+            day in violation_days,
+            day in suspected_days,
+        )
+        for (day, a, b), covered, cycles, on_s, backup, pit, out, sus, counted in columns
     ]
 
 
@@ -764,7 +758,8 @@ class SiteInputs:
     period: SeasonPeriod
     through: datetime
     now: datetime
-    days: Sequence[DayRollup]
+    #: The site's day rollups as hourly series from the period's start to ``through``.
+    hours: Sequence[NodeHours]
     findings: Sequence[Finding]
     alerts: Sequence[Alert]
     findings_available: bool
@@ -791,8 +786,8 @@ async def read_site_inputs(
     through = min(period.end, max(period.start, floor_hour(now)))
     # Independent reads at once: the database has several reader threads, and SQLite
     # works without the GIL, so they overlap (a village report makes 5,000 of them).
-    days, found, alerts, not_evaluated = await asyncio.gather(
-        sources.store.day_rollups(site.id, period.start, through),
+    hours, found, alerts, not_evaluated = await asyncio.gather(
+        sources.store.hour_series(site.id, period.start, int((through - period.start) / HOUR)),
         sources.findings_of(site.id, period.start, through),
         sources.alerts_of(site.id, period.start, through),
         sources.not_evaluated_of(site.id, period.start, through),
@@ -810,7 +805,7 @@ async def read_site_inputs(
         period=period,
         through=through,
         now=now,
-        days=days,
+        hours=hours,
         findings=findings,
         alerts=alerts,
         findings_available=sources.findings is not None,
@@ -933,7 +928,7 @@ def build_site_report(inputs: SiteInputs) -> SiteReport:
     audited_on = as_of.astimezone(period.tz).date()
     inst = site.installation_on(audited_on)
     notes += _installation_note(site.installation_changes(period.first_day, audited_on), audited_on)
-    hours = _hours(site, inputs.days, period.start, through)
+    hours = _hours(site, inputs.hours, period.start, through)
     raw_findings = inputs.findings
     verdict = site_verdict(
         site,

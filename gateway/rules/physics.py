@@ -22,6 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import numpy as np
+import numpy.typing as npt
+
 from gateway.rules.detectors.base import OutletSample, PitSample, PumpCycle, SiteState
 from gateway.rules.thresholds import (
     ACCOUNTED_RATIO,
@@ -81,6 +84,22 @@ def unaccounted_litres(
     if pit_l < MIN_CYCLE_VOLUME_L or around_outlet_l >= ACCOUNTED_RATIO * around_pit_l:
         return 0.0
     return max(0.0, pit_l - outlet_l)
+
+
+Litres = npt.NDArray[np.float64]
+
+
+def unaccounted_litres_each(
+    pit_l: Litres, outlet_l: Litres, around_pit_l: Litres, around_outlet_l: Litres
+) -> Litres:
+    """:func:`unaccounted_litres` of every element of equal-length arrays at once (a
+    season report asks it of 3,600 hours a site). The same test written for arrays,
+    comparison for comparison (NaN included: ``max(0.0, x)`` is ``x`` only where
+    ``x > 0.0``); ``tests/test_reports_units.py`` pins the two equal."""
+    judged = ~(pit_l < MIN_CYCLE_VOLUME_L) & ~(around_outlet_l >= ACCOUNTED_RATIO * around_pit_l)
+    short = pit_l - outlet_l
+    out: Litres = np.where(judged & (short > 0.0), short, 0.0)
+    return out
 
 
 def pipe_can_ice(pipe_temp_c: float) -> bool:

@@ -111,6 +111,8 @@ class Verdict:
     ordinance: str = ""
 
     def _spells(self, status: SpellStatus) -> tuple[Spell, ...]:
+        if not self.spells:  # most sites of a village: asked five times a console row
+            return ()
         return tuple(s for s in self.spells if s.status == status)
 
     @property
@@ -497,28 +499,41 @@ def titles(spells: Sequence[Spell]) -> str:
     return "; ".join(sorted({s.title for s in spells}))
 
 
+def _parts(v: Verdict, staff: bool) -> tuple[list[str], int]:
+    """What the sentence lists, and how many requirements could not be checked; each of
+    the verdict's lists read once (the console words 1,000 verdicts at a time)."""
+    confirmed, suspected = v.confirmed, v.suspected
+    failed = not_checked = 0
+    waived = bool(v.waived)
+    for a in v.audit:
+        failed += a.status == "fail"
+        not_checked += a.status == "unknown"
+        waived = waived or a.status == "waived"
+    parts: list[str] = []
+    if confirmed:
+        parts.append(
+            f"{_plural(len(v.confirmed_days), 'day')} of confirmed violation ({titles(confirmed)})"
+        )
+    if failed:
+        subject = "the registered installation" if staff else "your installation"
+        parts.append(f"{subject} fails {_plural(failed, 'requirement')}")
+    if suspected:
+        parts.append(
+            f"{_plural(len(v.suspected_days), 'day')} of suspected, unconfirmed violation "
+            f"({titles(suspected)}; telemetry only)"
+        )
+    if waived:
+        parts.append("a waiver under the ordinance covers part of it")
+    if not_checked:
+        parts.append(f"{_plural(not_checked, 'requirement')} not checked (not recorded)")
+    return parts, not_checked
+
+
 def _sentence(v: Verdict, audience: Audience) -> str:
     staff = audience == "staff"
     if v.status is VerdictStatus.NO_PACK:
         return f"No rule pack for jurisdiction {v.pack_name!r}: nothing is judged."
-    parts: list[str] = []
-    if v.confirmed:
-        parts.append(
-            f"{_plural(len(v.confirmed_days), 'day')} of confirmed violation "
-            f"({titles(v.confirmed)})"
-        )
-    if v.failed:
-        subject = "the registered installation" if staff else "your installation"
-        parts.append(f"{subject} fails {_plural(len(v.failed), 'requirement')}")
-    if v.suspected:
-        parts.append(
-            f"{_plural(len(v.suspected_days), 'day')} of suspected, unconfirmed violation "
-            f"({titles(v.suspected)}; telemetry only)"
-        )
-    if v.waived or any(a.status == "waived" for a in v.audit):
-        parts.append("a waiver under the ordinance covers part of it")
-    if v.not_checked:
-        parts.append(f"{_plural(len(v.not_checked), 'requirement')} not checked (not recorded)")
+    parts, not_checked = _parts(v, staff)
     body = "; ".join(parts)
     if v.status is VerdictStatus.VIOLATION:
         text = f"Not in compliance with {v.pack_name}: {body}."
@@ -527,7 +542,7 @@ def _sentence(v: Verdict, audience: Audience) -> str:
         text = f"{lead} of {v.pack_name}, not confirmed by an inspection or observation: {body}."
     elif v.status is VerdictStatus.NOT_CHECKED:
         text = (
-            f"No violation found; {_plural(len(v.not_checked), 'requirement')} of "
+            f"No violation found; {_plural(not_checked, 'requirement')} of "
             f"{v.pack_name} not checked because the facts are not recorded."
         )
     else:

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from gateway.contract import NodeKind
 from gateway.domain import FindingEvent, Reading, StatusChange
 
@@ -116,6 +119,26 @@ class DayRollup:
     hours: Mapping[str, array[float]]
 
 
+#: One value per hour (float64): what :class:`NodeHours` holds.
+HourArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHours:
+    """One node's day rollups laid end to end over ``hours`` hours from a start.
+
+    ``series[name][i]`` is the :data:`DAY_SERIES` value of the node's 1-hour rollup
+    that starts in ``[start + i h, start + (i + 1) h)``, copied (0 for a total and
+    NaN for an extreme where the node had no such rollup); every series of the
+    node's kind is present. What a season report adds up, as one array per series
+    rather than a row per day: a site-season is ~10 arrays of 3,600 doubles.
+    """
+
+    node_id: str
+    kind: NodeKind
+    series: Mapping[str, HourArray]
+
+
 class TimeSeriesStore(Protocol):
     """Where validated readings are kept."""
 
@@ -177,6 +200,14 @@ class TimeSeriesStore(Protocol):
 
         Always consistent with the stored 1-hour rollups: days whose hours changed since
         the rollup job last reduced them are reduced first.
+        """
+
+    async def hour_series(self, site_id: str, start: datetime, hours: int) -> list[NodeHours]:
+        """A site's day rollups as hourly series over ``hours`` hours from ``start``,
+        one per node that has any day there, by node id.
+
+        The same values as :meth:`day_rollups` (and as consistent with the 1-hour
+        rollups), placed hour by hour: what a season report reads.
         """
 
     async def refresh_rollups(self, until: datetime | None = None) -> int:

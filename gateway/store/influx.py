@@ -57,7 +57,7 @@ from gateway.errors import StoreError, StoreUnavailable
 from gateway.settings import InfluxSettings
 from gateway.state.database import SqliteDatabase
 from gateway.store import rollups as rollup_math
-from gateway.store.base import DayRollup, Resolution, Rollup, SeriesQuery
+from gateway.store.base import DayRollup, NodeHours, Resolution, Rollup, SeriesQuery
 from gateway.store.spool import Spool, SpoolBatch, SpoolFull
 
 log = logging.getLogger(__name__)
@@ -715,6 +715,12 @@ class InfluxStore:
             site_id, "1h", datetime.fromtimestamp(first, UTC), datetime.fromtimestamp(last, UTC)
         )
         return rollup_math.reduce_days(hourly)
+
+    async def hour_series(self, site_id: str, start: datetime, hours: int) -> list[NodeHours]:
+        """The day rollups (reduced on read, above) as hourly series, as the SQLite
+        store lays out its stored ones."""
+        days = await self.day_rollups(site_id, start, start + timedelta(hours=hours))
+        return rollup_math.hours_of_days(days, start, hours)
 
     def _require_client(self) -> httpx.AsyncClient:
         if self._client is None:

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import numpy as np
+
 from gateway.contract import FIELDS, NodeKind
 from gateway.domain import Reading
 from gateway.errors import SumpWatchError
@@ -46,6 +48,8 @@ from gateway.store.base import (
     RESOLUTION_SECONDS,
     DayRollup,
     FieldStats,
+    HourArray,
+    NodeHours,
     Resolution,
     Rollup,
     SeriesQuery,
@@ -329,8 +333,16 @@ def reduce_days(hourly: Iterable[Rollup]) -> list[DayRollup]:
 
 
 def _empty_day(kind: NodeKind) -> dict[str, array[float]]:
-    extremes = {name for name, _f, _s in _DAY_EXTREMES[kind]}
-    return {name: array("d", [NAN if name in extremes else 0.0]) * 24 for name in day_series(kind)}
+    return {name: array("d", [hour_fill(name)]) * 24 for name in day_series(kind)}
+
+
+_EXTREME_SERIES = frozenset(name for ex in _DAY_EXTREMES.values() for name, _f, _s in ex)
+
+
+def hour_fill(name: str) -> float:
+    """What an hour without a rollup holds in day series ``name``: NaN for an extreme
+    (no reading), 0 for a count or a total (nothing happened)."""
+    return NAN if name in _EXTREME_SERIES else 0.0
 
 
 def _put_hour(hours: dict[str, array[float]], r: Rollup, k: int) -> None:
@@ -340,6 +352,68 @@ def _put_hour(hours: dict[str, array[float]], r: Rollup, k: int) -> None:
     for name, field_name, stat in _DAY_EXTREMES[r.kind]:
         st = r.stats.get(field_name)
         hours[name][k] = NAN if st is None else getattr(st, stat)
+
+
+def place_days(
+    days: Sequence[int], values: HourArray, base: float, n: int, fill: float
+) -> HourArray:
+    """One series of a node's days laid out over the n hours from ``base`` (epoch s).
+
+    ``days`` are the days' starts (UTC midnights, ascending) and ``values`` their 24
+    hourly values, a row each. Hour i gets the value of the rollup starting in
+    ``[base + i h, base + (i + 1) h)``, ``fill`` where no day has one. The days go
+    into a grid of whole days (a missing day is a row of ``fill``), which is then one
+    contiguous run of hours: copies only, so every value stays the rollup's own.
+    """
+    out = np.full(n, fill)
+    if not len(days) or n <= 0:
+        return out
+    first = days[0]
+    rows = (np.asarray(days, dtype=np.int64) - first) // DAY_S
+    grid = np.full((int(rows[-1]) + 1, 24), fill)
+    grid[rows] = values
+    flat = grid.ravel()
+    o = int((first - base) // 3600)  # the hour index of the first day's first hour
+    lo, hi = max(0, -o), min(flat.size, n - o)
+    if lo < hi:
+        out[o + lo : o + hi] = flat[lo:hi]
+    return out
+
+
+def lay_out(
+    node_id: str,
+    kind: NodeKind,
+    days: Sequence[int],
+    rows: Callable[[str, float], HourArray],
+    base: float,
+    n: int,
+) -> NodeHours:
+    """A node's :class:`NodeHours` from its days' starts and, per series of its kind,
+    ``rows(name, fill)``: the days' 24 values each (``fill`` where a day has none)."""
+    series = {}
+    for name in day_series(kind):
+        fill = hour_fill(name)
+        series[name] = place_days(days, rows(name, fill), base, n, fill)
+    return NodeHours(node_id, kind, series)
+
+
+def hours_of_days(days: Iterable[DayRollup], start: datetime, n: int) -> list[NodeHours]:
+    """Day rollups (any order) as hourly series over the n hours from ``start``, by
+    node id; a node's kind is that of its first day."""
+    of_node: dict[str, list[DayRollup]] = defaultdict(list)
+    for d in days:
+        of_node[d.node_id].append(d)
+    out = []
+    for node_id in sorted(of_node):
+        ds = sorted(of_node[node_id], key=lambda d: d.day)
+
+        def rows(name: str, fill: float, ds: list[DayRollup] = ds) -> HourArray:
+            empty = array("d", [fill]) * 24
+            return np.array([d.hours.get(name, empty) for d in ds], dtype=np.float64)
+
+        starts = [int(d.day.timestamp()) for d in ds]
+        out.append(lay_out(node_id, ds[0].kind, starts, rows, start.timestamp(), n))
+    return out
 
 
 _BIG_ENDIAN = sys.byteorder == "big"
