@@ -64,10 +64,13 @@ async def main(args: argparse.Namespace) -> None:
         # drain's CPU a message without start-up, less noisy than wall time on a
         # shared machine.
         cpu_first, cpu_last = 0.0, 0.0
+        #: The most messages received and not yet committed (what memory holds in flight).
+        in_flight = 0
         while not stop.is_set():
             fast = runtime.source._fast
             if not first_at and m.received:
                 first_at, cpu_first = time.time(), time.process_time()
+            in_flight = max(in_flight, m.received - m.stored - m.duplicates)
             if m.stored + m.duplicates != done:
                 done, last_commit_at = m.stored + m.duplicates, time.time()
                 cpu_last = time.process_time()
@@ -84,6 +87,7 @@ async def main(args: argparse.Namespace) -> None:
                     "first_at": first_at,
                     "cpu_first_s": cpu_first,
                     "cpu_last_s": cpu_last,
+                    "in_flight_max": in_flight,
                 },
             )
             with contextlib.suppress(TimeoutError):

@@ -92,6 +92,9 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+#: The most messages the last gateway run held received and not yet committed.
+IN_FLIGHT: dict[str, float] = {}
+
 #: Set by --profile: the drain's gateway runs under pyinstrument, its profile printed.
 PROFILE: dict[str, Path] = {}
 
@@ -125,6 +128,7 @@ def _gateway(
             done = s.get("stored", 0) + s.get("duplicates", 0)
             if (until == 0 and s.get("connected")) or (until and done >= until):
                 cpu = s.get("cpu_last_s", 0.0) - s.get("cpu_first_s", 0.0)
+                IN_FLIGHT["max"] = s.get("in_flight_max", 0)
                 return started, s.get("last_commit_at", 0.0), _peak_rss_mb(proc.pid), cpu
             time.sleep(0.01)
         raise SystemExit(f"gateway stored {_status(status)} of {until} in {TIMEOUT_S:.0f} s")
@@ -155,7 +159,13 @@ def gateway(
     _gateway(broker, root, sites, env, 0)  # creates the persistent session
     backlog()
     started, last, rss, cpu = _gateway(broker, root, sites, env, n)
-    return {"rate": n / (last - started), "rss_mb": rss, "stored": count(), "cpu_us": cpu / n * 1e6}
+    return {
+        "rate": n / (last - started),
+        "rss_mb": rss,
+        "stored": count(),
+        "cpu_us": cpu / n * 1e6,
+        "in_flight": IN_FLIGHT.get("max", 0),
+    }
 
 
 def sqlite_count(db: Path) -> int:
@@ -333,15 +343,16 @@ def print_results(results: dict[str, dict[str, float]], loads: dict[str, float],
     sub = results["mosquitto_sub"]["rate"]
     print(
         f"\n| consumer | msg/s | / mosquitto_sub | stored (of {n:,}) | peak RSS "
-        "| CPU a message | load |"
+        "| CPU a message | most in flight | load |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         rss = f"{r['rss_mb']:.0f} MB" if "rss_mb" in r else "-"
         cpu = f"{r['cpu_us']:.1f} us" if "cpu_us" in r else "-"
+        flight = f"{r['in_flight']:,.0f}" if "in_flight" in r else "-"
         print(
             f"| {name} | {r['rate']:,.0f} | {r['rate'] / sub:.2f} | {int(r['stored']):,} "
-            f"| {rss} | {cpu} | {loads[name]:.2f} |"
+            f"| {rss} | {cpu} | {flight} | {loads[name]:.2f} |"
         )
     if "Node-RED" in results:
         red = results["Node-RED"]["rate"]

@@ -86,8 +86,7 @@ def one_round(raws: list[Any], registry_file: Path) -> dict[str, float]:
     validate = validator.validate
     cpu = {"validation": _timed(lambda: items.extend(validate(r) for r in raws))}
     engine = RulesEngine(registry, packs)
-    for site in registry:  # built at start-up by the gateway's first tick or warm-up
-        engine._monitor(site.id)
+    engine.tick(datetime.now(UTC))  # every site's monitor, as the gateway's first tick
     batch = getattr(engine, "on_readings", None)
     if batch is not None:
         step = 2000  # the fast path hands the pipeline up to 2,000 packets a turn

@@ -17,8 +17,9 @@ import asyncio
 import logging
 import ssl
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import aiomqtt
 import paho.mqtt.client as paho_mqtt
@@ -32,8 +33,32 @@ _PUBACK = struct.Struct("!BBH")  # fixed header 0x40, remaining length 2, packet
 _U16 = struct.Struct("!H")
 _OK = MQTTErrorCode.MQTT_ERR_SUCCESS
 
+T = TypeVar("T")
+
 # The messages keep the ingest logger's name: operators filter on it.
 log = logging.getLogger("gateway.ingest.mqtt")
+
+
+async def unless_disconnected(client: aiomqtt.Client, pending: Awaitable[T]) -> T:
+    """``pending``'s result, or ``aiomqtt.MqttError`` once the connection ends first.
+
+    For the SUBACK and the birth message's PUBACK, which the broker queues behind the
+    persistent session's backlog: up to a Receive Maximum (20,000) of PUBLISH packets
+    that the gateway must validate, judge and commit before it reads the answer. Under
+    load that took longer than aiomqtt's fixed 10 s and the gateway dropped a sound
+    connection, to be sent the same 20,000 messages again (bench/drain.py, issue 17).
+    A dead link is keepalive's to notice (paho pings and closes it); aiomqtt then ends
+    ``_disconnected``, but does not fail the calls it has pending: hence the race."""
+    call = asyncio.ensure_future(pending)
+    lost: asyncio.Future[None] = client._disconnected
+    try:
+        await asyncio.wait((call, lost), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not call.done():
+            call.cancel()
+    if call.done() and not call.cancelled():
+        return call.result()
+    raise aiomqtt.MqttError("the connection ended before the broker answered")
 
 
 def enable_manual_ack(client: aiomqtt.Client) -> None:

@@ -25,6 +25,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import math
 import random
 import secrets
 import zlib
@@ -40,7 +41,13 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from gateway.contract import SUBSCRIPTIONS, TOPIC_ROOT
 from gateway.domain import RawMessage
 from gateway.errors import ConfigError
-from gateway.ingest._paho_fastpath import FastPath, OnPublish, PlainPath, enable_manual_ack
+from gateway.ingest._paho_fastpath import (
+    FastPath,
+    OnPublish,
+    PlainPath,
+    enable_manual_ack,
+    unless_disconnected,
+)
 from gateway.mqttconn import MqttWill, aiomqtt_client
 from gateway.settings import MqttSettings
 
@@ -221,7 +228,7 @@ class MqttSource:
         """The birth message: retained, so a late subscriber sees we are up (the will
         replaces it with ``offline`` if we vanish)."""
         topic = availability_topic(self._client_id)
-        await client.publish(topic, AVAILABILITY_ONLINE, qos=1, retain=True)
+        await client.publish(topic, AVAILABILITY_ONLINE, qos=1, retain=True, timeout=math.inf)
 
     def _topics(self) -> list[str]:
         if self.partition is not None:
@@ -260,11 +267,14 @@ class MqttSource:
                     # (a partition of a large registry has thousands of filters).
                     for i in range(0, len(topics), _SUBSCRIBE_CHUNK):
                         chunk = topics[i : i + _SUBSCRIBE_CHUNK]
+                        # No fixed timeout: see unless_disconnected.
                         if v5:
-                            await client.subscribe([(t, SubscribeOptions(qos=1)) for t in chunk])
+                            options = [(t, SubscribeOptions(qos=1)) for t in chunk]
+                            call = client.subscribe(options, timeout=math.inf)
                         else:  # 3.1.1 (the demo's amqtt fallback) takes plain QoS levels
-                            await client.subscribe([(t, 1) for t in chunk])
-                    await self._announce(client)
+                            call = client.subscribe([(t, 1) for t in chunk], timeout=math.inf)
+                        await unless_disconnected(client, call)
+                    await unless_disconnected(client, self._announce(client))
                     self._set_connected(True)
                     delay = 0.5
                     log.info("subscribed to %d filters, e.g. %s", len(topics), topics[:2])
