@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 
 from gateway.contract import NodeKind
-from gateway.domain import FindingChange, FindingEvent
+from gateway.domain import FindingChange, FindingEvent, Reading
+from gateway.rules.engine import NodeLedger
 from gateway.rules.sequences import (
     Faults,
     MiniSump,
@@ -15,6 +17,7 @@ from gateway.rules.sequences import (
     opened,
     reading,
 )
+from gateway.rules.thresholds import IDENTITIES_KEPT
 
 START = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -173,3 +176,65 @@ def test_a_detector_failing_on_one_site_leaves_the_rest_of_the_batch_judged() ->
         for s in (broken, sound)
     ]
     assert [f.site_id for f in opened(engine.on_readings(batch), "high_water")] == ["sound"]
+
+
+# -- the node ledger: redeliveries told apart in bounded memory ------------------------
+
+
+def _pit_at(seq: int, boot: str = "b1") -> Reading:
+    ts = START + timedelta(seconds=5 * seq)
+    return Reading("test-1", "pit", NodeKind.PIT, ts, seq, boot, {"level_cm": 20.0}, ts)
+
+
+def test_a_redelivery_within_the_window_is_a_duplicate_and_a_new_number_is_not() -> None:
+    ledger = NodeLedger()
+    assert [ledger.is_duplicate(_pit_at(s)) for s in (0, 1, 2, 1, 0, 3)] == [
+        False,
+        False,
+        False,
+        True,
+        True,
+        False,
+    ]
+
+
+def test_a_number_missed_then_arriving_late_is_new_once() -> None:
+    ledger = NodeLedger()
+    for s in (0, 1, 3, 4):
+        ledger.is_duplicate(_pit_at(s))
+    assert ledger.is_duplicate(_pit_at(2)) is False
+    assert ledger.is_duplicate(_pit_at(2)) is True
+
+
+def test_a_rebooted_node_restarting_its_numbers_is_not_a_redelivery() -> None:
+    ledger = NodeLedger()
+    for s in range(10):
+        ledger.is_duplicate(_pit_at(s, "first"))
+    assert ledger.is_duplicate(_pit_at(0, "second")) is False
+    assert ledger.is_duplicate(_pit_at(9, "first")) is True  # the old boot is still known
+
+
+def test_a_number_older_than_the_window_is_not_taken_for_a_redelivery() -> None:
+    ledger = NodeLedger()
+    for s in range(IDENTITIES_KEPT + 10):
+        ledger.is_duplicate(_pit_at(s))
+    assert ledger.is_duplicate(_pit_at(5)) is False  # judged late by the engine instead
+
+
+def test_a_nodes_ledger_stays_small_however_many_messages_it_saw() -> None:
+    # A set of (boot, seq) tuples with their order took ~500 kB a node once full.
+    ledger = NodeLedger()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for s in range(3 * IDENTITIES_KEPT):
+        ledger.is_duplicate(_pit_at(s))
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert after - before < 4096
+
+
+def test_a_jump_in_numbers_does_not_grow_the_window() -> None:
+    ledger = NodeLedger()
+    ledger.is_duplicate(_pit_at(0))
+    assert ledger.is_duplicate(_pit_at(2**32 - 1)) is False
+    assert ledger.is_duplicate(_pit_at(2**32 - 1)) is True

@@ -165,3 +165,12 @@ def _pit(ts: str = "2026-11-29T12:00:00.000100Z") -> dict[str, Any]:
         "kind": "pit",
         "readings": {"level_cm": 20.0, "pump_on": False},
     }
+
+
+def test_the_readings_of_one_node_share_one_copy_of_its_ids() -> None:
+    # Messages in flight and the engine's per-boot ledger hold these strings.
+    first = fast.decode(json.dumps(_pit()).encode())
+    second = fast.decode(json.dumps({**_pit(), "seq": 8}).encode())
+    assert first is not None and second is not None
+    assert first[0].site_id is second[0].site_id
+    assert first[0].boot is second[0].boot

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -94,25 +93,64 @@ def _event(r: Reading) -> tuple[Stream, PitSample | OutletSample | AirSample] | 
     return None
 
 
+#: Boots whose sequence numbers a node's ledger remembers (a node that reboots
+#: several times within minutes still has its redeliveries told apart).
+BOOTS_KEPT = 4
+
+
+class _Seqs:
+    """The sequence numbers of one boot seen lately, compactly: the highest, and one bit
+    for each of the ``IDENTITIES_KEPT`` numbers below it (bit ``i``: ``top - i`` seen).
+
+    A node numbers its messages +1 each, so the numbers seen lately are a window below
+    the highest: 512 bytes a boot, where a set of ``(boot, seq)`` tuples with their
+    arrival order took ~500 kB a node once full (4,096 identities; issue 17 item 2)."""
+
+    __slots__ = ("bits", "top")
+
+    def __init__(self, seq: int) -> None:
+        self.top = seq
+        self.bits = 1
+
+    def add(self, seq: int) -> bool:
+        """Remember ``seq``; True when it was seen already (within the window)."""
+        behind = self.top - seq
+        if behind < 0:  # the usual case: the next number
+            # A jump past the whole window forgets it (and never shifts by billions).
+            ahead = -behind
+            self.bits = 1 if ahead >= IDENTITIES_KEPT else ((self.bits << ahead) | 1) & _WINDOW
+            self.top = seq
+            return False
+        if behind >= IDENTITIES_KEPT:
+            return False  # older than the window: not known to be a redelivery
+        bit = 1 << behind
+        if self.bits & bit:
+            return True
+        self.bits |= bit
+        return False
+
+
+_WINDOW = (1 << IDENTITIES_KEPT) - 1
+
+
 class NodeLedger:
     """Per node: the newest device time judged, the identities recently seen and
     the open not-evaluated span. Decides what the engine does with a reading."""
 
     def __init__(self) -> None:
         self.newest: datetime | None = None
-        self._seen: set[tuple[str, int]] = set()
-        self._order: deque[tuple[str, int]] = deque()
+        #: Per boot (the last ``BOOTS_KEPT``, oldest first), its numbers seen lately.
+        self._boots: dict[str, _Seqs] = {}
         self._span: NotEvaluated | None = None
 
     def is_duplicate(self, r: Reading) -> bool:
         """The same message again (QoS 1 redelivery); remembers it otherwise."""
-        identity = (r.boot, r.seq)
-        if identity in self._seen:
-            return True
-        self._seen.add(identity)
-        self._order.append(identity)
-        if len(self._order) > IDENTITIES_KEPT:
-            self._seen.discard(self._order.popleft())
+        seqs = self._boots.get(r.boot)
+        if seqs is not None:
+            return seqs.add(r.seq)
+        if len(self._boots) >= BOOTS_KEPT:
+            del self._boots[next(iter(self._boots))]
+        self._boots[r.boot] = _Seqs(r.seq)
         return False
 
     def in_order(self, r: Reading) -> bool:

@@ -30,7 +30,6 @@ the contract tests and on a corpus of mutated payloads.
 
 from __future__ import annotations
 
-import functools
 import operator
 import re
 import types
@@ -86,22 +85,38 @@ def _meta(info: FieldInfo) -> tuple[msgspec.Meta | None, str | None]:
     return (msgspec.Meta(**bounds) if bounds else None), pattern
 
 
-def _ids_check(patterns: list[str]) -> Callable[[tuple[str, ...]], bool]:
-    """A cached full match of each text to its anchored pattern. Ids repeat (a fleet's
-    few thousand sites, nodes and boots), so one dict lookup replaces three regexes a
-    message; bounded, so random hostile ids cannot grow it. ``fullmatch``, not ``$``:
-    Python's ``$`` also matches before a final newline, pydantic's (Rust) does not."""
+def _ids_check(patterns: list[str]) -> Callable[[tuple[str, ...]], tuple[str, ...] | None]:
+    """The canonical copy of ids that each fully match their anchored pattern, or None.
+
+    Ids repeat (a fleet's few thousand sites, nodes and boots), so one dict lookup
+    replaces three regexes a message, and every reading of a node shares one copy of its
+    id strings, as pydantic's string cache did (msgspec makes new ones each message:
+    ~170 bytes a message held in flight). Bounded: random hostile ids only refill it.
+    ``fullmatch``, not ``$``: Python's ``$`` also matches before a final newline,
+    pydantic's (Rust) does not."""
     compiled = []
     for pattern in patterns:
         if not (pattern.startswith("^") and pattern.endswith("$")):
             raise TypeError(f"cannot mirror the unanchored pattern {pattern!r}")
         compiled.append(re.compile(pattern[1:-1]).fullmatch)
+    known: dict[tuple[str, ...], tuple[str, ...]] = {}
 
-    @functools.lru_cache(maxsize=65536)
-    def check(texts: tuple[str, ...]) -> bool:
-        return all(m(t) is not None for m, t in zip(compiled, texts, strict=True))
+    def canonical(texts: tuple[str, ...]) -> tuple[str, ...] | None:
+        found = known.get(texts)
+        if found is not None:
+            return found
+        if not all(m(t) is not None for m, t in zip(compiled, texts, strict=True)):
+            return None
+        if len(known) >= _IDS_KEPT:
+            known.clear()
+        known[texts] = texts
+        return texts
 
-    return check
+    return canonical
+
+
+#: Distinct id tuples remembered (a fleet has a few thousand).
+_IDS_KEPT = 65536
 
 
 def _type(annotation: Any, info: FieldInfo) -> Any:
@@ -127,12 +142,14 @@ def _type(annotation: Any, info: FieldInfo) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class _Shape:
-    """A model's struct and the pattern check of its string fields: ``ids`` reads them
-    as a tuple, ``check`` tells whether every one matches its pattern."""
+    """A model's struct and the pattern check of its string fields (``names``): ``ids``
+    reads them as a tuple, ``check`` gives their canonical copy if every one matches its
+    pattern, else None."""
 
     struct: type[msgspec.Struct]
     ids: Callable[[Any], Any]
-    check: Callable[[tuple[str, ...]], bool]
+    check: Callable[[tuple[str, ...]], tuple[str, ...] | None]
+    names: tuple[str, ...]
 
 
 def _struct(model: type[BaseModel], tag: tuple[str, str] | None = None) -> _Shape:
@@ -163,11 +180,11 @@ def _struct(model: type[BaseModel], tag: tuple[str, str] | None = None) -> _Shap
         gc=False,  # no cycles: not tracked by the collector
     )
     if not patterned:
-        return _Shape(struct, lambda _msg: (), lambda _ids: True)
-    names = list(patterned)
+        return _Shape(struct, lambda _msg: (), lambda ids: ids, ())
+    names = tuple(patterned)
     get = operator.attrgetter(*names)
     ids = get if len(names) > 1 else lambda msg: (get(msg),)
-    return _Shape(struct, ids, _ids_check([patterned[n] for n in names]))
+    return _Shape(struct, ids, _ids_check([patterned[n] for n in names]), names)
 
 
 #: Each telemetry model's shape by its struct, with the ``kind`` it is tagged with.
@@ -197,8 +214,13 @@ def decode(payload: bytes) -> Decoded | None:
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
     shape, kind = _SHAPES[type(msg)]
-    if not shape.check(shape.ids(msg)):
+    fresh = shape.ids(msg)
+    ids = shape.check(fresh)
+    if ids is None:
         return None
+    for name, text, new in zip(shape.names, ids, fresh, strict=True):
+        if text is not new:
+            setattr(msg, name, text)
     when = device_time(msg.ts)
     if when is None:
         return None
