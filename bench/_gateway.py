@@ -60,12 +60,20 @@ async def main(args: argparse.Namespace) -> None:
     async with run_gateway(settings) as runtime:
         m = runtime.metrics
         done, last_commit_at, first_at = -1, 0.0, 0.0
+        # Process CPU (every thread) at the first message and at the last commit: the
+        # drain's CPU a message without start-up, less noisy than wall time on a
+        # shared machine.
+        cpu_first, cpu_last = 0.0, 0.0
+        #: The most messages received and not yet committed (what memory holds in flight).
+        in_flight = 0
         while not stop.is_set():
             fast = runtime.source._fast
             if not first_at and m.received:
-                first_at = time.time()
+                first_at, cpu_first = time.time(), time.process_time()
+            in_flight = max(in_flight, m.received - m.stored - m.duplicates)
             if m.stored + m.duplicates != done:
                 done, last_commit_at = m.stored + m.duplicates, time.time()
+                cpu_last = time.process_time()
             _write(
                 status,
                 {
@@ -77,6 +85,9 @@ async def main(args: argparse.Namespace) -> None:
                     "skipped": runtime.source.skipped + (fast.skipped if fast else 0),
                     "last_commit_at": last_commit_at,
                     "first_at": first_at,
+                    "cpu_first_s": cpu_first,
+                    "cpu_last_s": cpu_last,
+                    "in_flight_max": in_flight,
                 },
             )
             with contextlib.suppress(TimeoutError):

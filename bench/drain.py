@@ -92,15 +92,19 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+#: The most messages the last gateway run held received and not yet committed.
+IN_FLIGHT: dict[str, float] = {}
+
 #: Set by --profile: the drain's gateway runs under pyinstrument, its profile printed.
 PROFILE: dict[str, Path] = {}
 
 
 def _gateway(
     broker: BrokerProcess, root: Path, sites: Path, env: dict[str, str], until: int
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
     """Run bench/_gateway.py until ``until`` messages are committed (0: until it is
-    connected); return (process start, last commit) as epoch seconds and peak RSS."""
+    connected); return (process start, last commit) as epoch seconds, peak RSS and the
+    process CPU seconds (all threads) from its first message to its last commit."""
     status, go = root / "status.json", root / "go"
     status.unlink(missing_ok=True)
     go.touch()
@@ -123,7 +127,9 @@ def _gateway(
             s = _status(status)
             done = s.get("stored", 0) + s.get("duplicates", 0)
             if (until == 0 and s.get("connected")) or (until and done >= until):
-                return started, s.get("last_commit_at", 0.0), _peak_rss_mb(proc.pid)
+                cpu = s.get("cpu_last_s", 0.0) - s.get("cpu_first_s", 0.0)
+                IN_FLIGHT["max"] = s.get("in_flight_max", 0)
+                return started, s.get("last_commit_at", 0.0), _peak_rss_mb(proc.pid), cpu
             time.sleep(0.01)
         raise SystemExit(f"gateway stored {_status(status)} of {until} in {TIMEOUT_S:.0f} s")
     finally:
@@ -152,8 +158,14 @@ def gateway(
     }
     _gateway(broker, root, sites, env, 0)  # creates the persistent session
     backlog()
-    started, last, rss = _gateway(broker, root, sites, env, n)
-    return {"rate": n / (last - started), "rss_mb": rss, "stored": count()}
+    started, last, rss, cpu = _gateway(broker, root, sites, env, n)
+    return {
+        "rate": n / (last - started),
+        "rss_mb": rss,
+        "stored": count(),
+        "cpu_us": cpu / n * 1e6,
+        "in_flight": IN_FLIGHT.get("max", 0),
+    }
 
 
 def sqlite_count(db: Path) -> int:
@@ -329,13 +341,18 @@ def _wait_subscribed(broker: BrokerProcess, client_id: str, deadline: float) -> 
 def print_results(results: dict[str, dict[str, float]], loads: dict[str, float], n: int) -> None:
     """The table of one run: rates, ratios to mosquitto_sub, stored counts, RSS, load."""
     sub = results["mosquitto_sub"]["rate"]
-    print(f"\n| consumer | msg/s | / mosquitto_sub | stored (of {n:,}) | peak RSS | load |")
-    print("|---|---|---|---|---|---|")
+    print(
+        f"\n| consumer | msg/s | / mosquitto_sub | stored (of {n:,}) | peak RSS "
+        "| CPU a message | most in flight | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         rss = f"{r['rss_mb']:.0f} MB" if "rss_mb" in r else "-"
+        cpu = f"{r['cpu_us']:.1f} us" if "cpu_us" in r else "-"
+        flight = f"{r['in_flight']:,.0f}" if "in_flight" in r else "-"
         print(
             f"| {name} | {r['rate']:,.0f} | {r['rate'] / sub:.2f} | {int(r['stored']):,} "
-            f"| {rss} | {loads[name]:.2f} |"
+            f"| {rss} | {cpu} | {flight} | {loads[name]:.2f} |"
         )
     if "Node-RED" in results:
         red = results["Node-RED"]["rate"]
@@ -379,7 +396,9 @@ def main() -> None:
     def measure(name: str, fn: Callable[[], dict[str, float]]) -> None:
         loads[name] = os.getloadavg()[0]
         results[name] = fn()
-        print(f"  {name}: {results[name]['rate']:,.0f} msg/s (load {loads[name]:.2f})", flush=True)
+        r = results[name]
+        cpu = f", {r['cpu_us']:.1f} us CPU a message" if "cpu_us" in r else ""
+        print(f"  {name}: {r['rate']:,.0f} msg/s{cpu} (load {loads[name]:.2f})", flush=True)
 
     print(f"{n:,} QoS 1 messages from {args.sites} registered sites, drained by each in turn:")
     try:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -276,6 +277,37 @@ async def gateway_paced(
     }
 
 
+def paced_only(rate: float, seconds: float, sites: int) -> None:
+    """The paced phase alone, from ``sites`` registered sites (one pit node each)."""
+    print_facts(_fleet.machine_facts())
+    with tempfile.TemporaryDirectory(prefix="sumpwatch-bench-") as tmp:
+        root = Path(tmp)
+        SITES["file"] = _fleet.write_registry(fleet(sites, "paced"), root / "sites.toml")
+        broker = start_broker(root / "broker")
+        try:
+            load = os.getloadavg()[0]
+            paced = asyncio.run(gateway_paced(broker, rate, seconds, sites, root / "p"))
+        finally:
+            broker.stop()
+    print_table(
+        f"Paced ingest, QoS 1, SQLite, {sites} sites (python bench/ingest.py --paced-only)",
+        ["measure", "value"],
+        [
+            [f"rate (target {rate:,.0f})", f"{paced['achieved']:,.0f} msg/s for {seconds:.0f} s"],
+            [
+                "publish -> stored p50 / p99 / max",
+                f"{paced['p50_ms']:.0f} / {paced['p99_ms']:.0f} / {paced['max_ms']:.0f} ms",
+            ],
+            [
+                "publish -> high-water finding at the sinks p50 / p99",
+                f"{paced['f50_ms']:.0f} / {paced['f99_ms']:.0f} ms ({paced['findings']:.0f})",
+            ],
+            ["gateway CPU", f"{paced['cpu_cores']:.2f} cores"],
+            ["load average at the start / the end", f"{load:.2f} / {os.getloadavg()[0]:.2f}"],
+        ],
+    )
+
+
 def main() -> None:
     """Run the phases and print the table."""
     parser = argparse.ArgumentParser(
@@ -290,7 +322,15 @@ def main() -> None:
     parser.add_argument("--receive-max", type=int, help="gateway's MQTT Receive Maximum")
     parser.add_argument("--batch-max", type=int, help="gateway's batch size")
     parser.add_argument("--profile", action="store_true", help="pyinstrument the drain phase")
+    parser.add_argument(
+        "--paced-only",
+        action="store_true",
+        help="only the paced phase (issue 17 item 3: --paced-nodes 1000 --rate 5000)",
+    )
     args = parser.parse_args()
+    if args.paced_only:
+        paced_only(args.rate, args.seconds or 15.0, args.paced_nodes)
+        return
     if args.receive_max:
         OVERRIDES["mqtt"] = {"receive_maximum": args.receive_max}
     if args.batch_max:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -66,6 +66,16 @@ class Pipeline:
         self._events: asyncio.Queue[list[FindingEvent]] = asyncio.Queue()
         #: Each node's last availability and when it was heard: (online, received_at).
         self._availability: dict[tuple[str, str], tuple[bool, datetime]] = {}
+        #: Readings waiting for the detectors: a socket read's worth (up to 2,000
+        #: messages) is judged in one call once the read is parsed (the engine's
+        #: per-batch work is then paid once per site, not per message). Anything else
+        #: for the detectors (a status, a refused message, the clock) judges the waiting
+        #: readings first, so the detectors see every input in arrival order.
+        self._unjudged: list[Reading] = []
+        #: The engine's batch entry (``RulesEngine.on_readings``), if it has one.
+        self._batch: Callable[[Sequence[Reading]], list[FindingEvent]] | None = getattr(
+            detectors, "on_readings", None
+        )
 
     def handle(self, raw: RawMessage, token: AckToken | None = None) -> None:
         """Validate, queue for storage and evaluate one message."""
@@ -85,19 +95,49 @@ class Pipeline:
                     observe(item)
                 events = self._reporting(item)
                 if detectors:
-                    events += detectors.on_reading(item)
+                    if self._batch is not None:
+                        self._defer(item)
+                    else:
+                        events += detectors.on_reading(item)
             elif isinstance(item, StatusChange):
                 m.status_messages += 1
                 self._availability[item.site_id, item.node_id] = (item.online, item.received_at)
+                self.judge_waiting()
                 events = detectors.on_status(item) if detectors else []
             else:
                 m.rejected[item.reason] += 1
                 parts = parse_topic(raw.topic)
                 if detectors is None or parts is None:
                     return
+                self.judge_waiting()
                 events = detectors.on_heard(parts.site_id, parts.node_id, raw.received_at)
         except Exception:  # a detector bug must not stop ingestion
             log.exception("detector failed on %s", raw.topic)
+            return
+        if events:
+            self._events.put_nowait(events)
+
+    def _defer(self, reading: Reading) -> None:
+        """Queue a reading for the detectors; the first of a batch books the judging
+        for when the current socket read is parsed (or judges at once outside a loop)."""
+        waiting = self._unjudged
+        waiting.append(reading)
+        if len(waiting) == 1:
+            try:
+                asyncio.get_running_loop().call_soon(self.judge_waiting)
+            except RuntimeError:  # no loop (a synchronous caller): judge it now
+                self.judge_waiting()
+
+    def judge_waiting(self) -> None:
+        """Run the detectors on the readings waiting for them (in arrival order)."""
+        waiting, batch = self._unjudged, self._batch
+        if not waiting or batch is None:
+            return
+        self._unjudged = []
+        try:
+            events = batch(waiting)
+        except Exception:  # a detector bug must not stop ingestion
+            log.exception("detectors failed on a batch of %d readings", len(waiting))
             return
         if events:
             self._events.put_nowait(events)
@@ -117,7 +157,10 @@ class Pipeline:
         self._availability[key] = (True, reading.received_at)
         self.writer.add(change)
         detectors = self.detectors
-        return detectors.on_status(change) if detectors else []
+        if detectors is None:
+            return []
+        self.judge_waiting()
+        return detectors.on_status(change)
 
     async def run_sinks(self) -> None:
         """Deliver finding events to the sinks (findings store, alerts), in order."""
@@ -136,6 +179,7 @@ class Pipeline:
             return
         while True:
             await asyncio.sleep(self.tick_interval_s)
+            self.judge_waiting()
             try:
                 events = self.detectors.tick(clock())
             except Exception:
@@ -147,6 +191,7 @@ class Pipeline:
     async def drain(self) -> None:
         """Stop taking messages and commit what is buffered."""
         self.draining = True
+        self.judge_waiting()
         await self.writer.flush()
         while not self._events.empty():
             events = self._events.get_nowait()

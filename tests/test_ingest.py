@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
+from typing import Any
 
+import aiomqtt
 import pytest
 
 from gateway.broker import BrokerProcess, start_broker
+from gateway.ingest import mqtt as mqtt_source
+from gateway.mqttconn import MqttConnection
+from gateway.pipeline import Pipeline
 from gateway.runtime import Runtime, run_gateway
 from gateway.settings import Settings
 from gateway.store.base import SeriesQuery
@@ -53,6 +59,35 @@ async def test_messages_published_while_the_gateway_is_down_are_stored_after_res
         await _stored(runtime, 5000)
         await asyncio.sleep(0.3)
         assert await runtime.store.count() == 5000
+
+
+async def test_a_backlog_that_delays_the_suback_keeps_the_connection(
+    gateway_settings: Settings, mosquitto: BrokerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The broker sends a persistent session's queue right after the CONNACK and the
+    # SUBACK behind it: the gateway handles the backlog before it reads the answer. A
+    # client timeout shorter than that (aiomqtt's 10 s under a 20,000-message backlog on
+    # a loaded machine; 0.5 s here against ~3 s of handling) must not drop the link.
+    async with run_gateway(gateway_settings) as runtime:
+        await wait_connected(runtime)
+    await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, pit_messages(3000))
+    real_client, real_handle = mqtt_source.aiomqtt_client, Pipeline.handle
+
+    def short_timeout(conn: MqttConnection) -> aiomqtt.Client:
+        client = real_client(conn)
+        client.timeout = 0.5
+        return client
+
+    def slow_handle(self: Pipeline, *args: Any) -> None:
+        time.sleep(0.001)
+        real_handle(self, *args)
+
+    monkeypatch.setattr(mqtt_source, "aiomqtt_client", short_timeout)
+    monkeypatch.setattr(Pipeline, "handle", slow_handle)
+    async with run_gateway(gateway_settings) as runtime:
+        await _stored(runtime, 3000)
+        assert runtime.source.last_error is None
+        assert runtime.metrics.duplicates == 0  # nothing was sent twice
 
 
 async def test_without_the_fast_path_aiomqtts_own_loop_stores_and_acknowledges_everything(

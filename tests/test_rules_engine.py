@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 
 from gateway.contract import NodeKind
-from gateway.domain import FindingChange
+from gateway.domain import FindingChange, FindingEvent, Reading
+from gateway.rules.engine import NodeLedger
 from gateway.rules.sequences import (
     Faults,
     MiniSump,
@@ -15,6 +17,7 @@ from gateway.rules.sequences import (
     opened,
     reading,
 )
+from gateway.rules.thresholds import IDENTITIES_KEPT
 
 START = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -116,3 +119,122 @@ def test_the_icing_distance_is_reported_as_a_default_where_the_text_gives_none()
     # Edgar (c)(2)c forbids "any icy condition" but sets no distance: 10 ft is ours.
     finding = _icing_finding(datetime(2027, 1, 10, 12, tzinfo=UTC), air_c=-6.0)
     assert finding.evidence["pack_distance_is_default"] is True
+
+
+# -- a batch of readings (the pipeline's, one socket read's worth) ---------------------
+
+
+def _summary(events: list[FindingEvent]) -> list[tuple[object, ...]]:
+    """Events without their random finding ids."""
+    return [
+        (e.change, e.finding.rule_id, e.finding.level, e.finding.severity, e.finding.updated_at)
+        for e in events
+    ]
+
+
+def test_a_batch_of_readings_is_judged_as_reading_by_reading() -> None:
+    site, readings = _dead_pump_run(hours=2)
+    one_by_one = feed(engine_for(site), readings)
+    batched = engine_for(site)
+    events = []
+    for i in range(0, len(readings), 500):
+        events += batched.on_readings(readings[i : i + 500])
+    assert opened(one_by_one, "high_water")
+    assert _summary(events) == _summary(one_by_one)
+
+
+def test_a_silent_site_heard_again_in_a_batch_clears_once_at_its_last_arrival() -> None:
+    site = make_site()
+    engine = engine_for(site)
+    engine.tick(START)
+    (silent,) = opened(engine.tick(START + timedelta(hours=1)), "sensor_silent")
+    back = START + timedelta(hours=1, seconds=5)
+    values = {"pit": {"level_cm": 20.0, "pump_on": False}, "air": {"air_temp_c": 5.0}}
+    values["outlet"] = {"flow_lpm": 0.0, "pressure_kpa": 0.0, "pipe_temp_c": 5.0}
+    kinds = {"pit": NodeKind.PIT, "outlet": NodeKind.DISCHARGE, "air": NodeKind.AIR}
+    batch = [
+        reading(site.id, node, kinds[node], back + timedelta(seconds=i), **values[node])
+        for i, node in enumerate(["air", "outlet", "pit", "pit"])
+    ]
+    events = [e for e in engine.on_readings(batch) if e.finding.rule_id == "sensor_silent"]
+    assert [(e.change, e.finding.id) for e in events] == [(FindingChange.CLEARED, silent.id)]
+    assert events[0].finding.cleared_at == batch[-1].received_at
+
+
+def test_a_detector_failing_on_one_site_leaves_the_rest_of_the_batch_judged() -> None:
+    broken, sound = make_site("broken"), make_site("sound")
+    engine = engine_for(broken, sound)
+
+    def fail(*_args: object) -> None:
+        raise RuntimeError("detector bug")
+
+    engine._monitor("broken").detectors()["high_water"].feed = fail  # type: ignore[union-attr,method-assign]
+    high = {"level_cm": 60.0, "pump_on": False}
+    batch = [
+        reading(s.id, "pit", NodeKind.PIT, START + timedelta(seconds=10 * i), **high)
+        for i in range(3)
+        for s in (broken, sound)
+    ]
+    assert [f.site_id for f in opened(engine.on_readings(batch), "high_water")] == ["sound"]
+
+
+# -- the node ledger: redeliveries told apart in bounded memory ------------------------
+
+
+def _pit_at(seq: int, boot: str = "b1") -> Reading:
+    ts = START + timedelta(seconds=5 * seq)
+    return Reading("test-1", "pit", NodeKind.PIT, ts, seq, boot, {"level_cm": 20.0}, ts)
+
+
+def test_a_redelivery_within_the_window_is_a_duplicate_and_a_new_number_is_not() -> None:
+    ledger = NodeLedger()
+    assert [ledger.is_duplicate(_pit_at(s)) for s in (0, 1, 2, 1, 0, 3)] == [
+        False,
+        False,
+        False,
+        True,
+        True,
+        False,
+    ]
+
+
+def test_a_number_missed_then_arriving_late_is_new_once() -> None:
+    ledger = NodeLedger()
+    for s in (0, 1, 3, 4):
+        ledger.is_duplicate(_pit_at(s))
+    assert ledger.is_duplicate(_pit_at(2)) is False
+    assert ledger.is_duplicate(_pit_at(2)) is True
+
+
+def test_a_rebooted_node_restarting_its_numbers_is_not_a_redelivery() -> None:
+    ledger = NodeLedger()
+    for s in range(10):
+        ledger.is_duplicate(_pit_at(s, "first"))
+    assert ledger.is_duplicate(_pit_at(0, "second")) is False
+    assert ledger.is_duplicate(_pit_at(9, "first")) is True  # the old boot is still known
+
+
+def test_a_number_older_than_the_window_is_not_taken_for_a_redelivery() -> None:
+    ledger = NodeLedger()
+    for s in range(IDENTITIES_KEPT + 10):
+        ledger.is_duplicate(_pit_at(s))
+    assert ledger.is_duplicate(_pit_at(5)) is False  # judged late by the engine instead
+
+
+def test_a_nodes_ledger_stays_small_however_many_messages_it_saw() -> None:
+    # A set of (boot, seq) tuples with their order took ~500 kB a node once full.
+    ledger = NodeLedger()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for s in range(3 * IDENTITIES_KEPT):
+        ledger.is_duplicate(_pit_at(s))
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert after - before < 4096
+
+
+def test_a_jump_in_numbers_does_not_grow_the_window() -> None:
+    ledger = NodeLedger()
+    ledger.is_duplicate(_pit_at(0))
+    assert ledger.is_duplicate(_pit_at(2**32 - 1)) is False
+    assert ledger.is_duplicate(_pit_at(2**32 - 1)) is True

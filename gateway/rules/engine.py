@@ -23,9 +23,9 @@ the clock given to :meth:`RulesEngine.tick` (wall clock live, data time in repla
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -51,6 +51,7 @@ from gateway.rules.detectors.base import (
     PitSample,
     SiteContext,
     SiteState,
+    Stream,
     Verdict,
     stream_of,
 )
@@ -63,24 +64,73 @@ from gateway.rules.thresholds import (
     REFRESH_EVERY,
 )
 
+log = logging.getLogger(__name__)
 
-def _event(r: Reading) -> PitSample | OutletSample | AirSample | None:
-    """The detector event of a validated reading (None when it lacks a needed value)."""
+
+def _event(r: Reading) -> tuple[Stream, PitSample | OutletSample | AirSample] | None:
+    """The detector event of a validated reading and its stream (None when it lacks a
+    needed value). Values are read straight from the mapping: this runs per message."""
+    values = r.values
     if r.kind is NodeKind.PIT:
-        level, pump = r.number("level_cm"), r.values.get("pump_on")
+        level, pump = values.get("level_cm"), values.get("pump_on")
         if level is None or pump is None:
             return None
-        backup = bool(r.values.get("backup_pump_on"))
-        return PitSample(r.ts, level, bool(pump), backup, r.number("pump_current_a"))
+        amps = values.get("pump_current_a")
+        backup = bool(values.get("backup_pump_on"))
+        sample = PitSample(
+            r.ts, float(level), bool(pump), backup, None if amps is None else float(amps)
+        )
+        return Stream.PIT, sample
     if r.kind is NodeKind.DISCHARGE:
-        flow, pressure, temp = (r.number(k) for k in ("flow_lpm", "pressure_kpa", "pipe_temp_c"))
+        flow, pressure = values.get("flow_lpm"), values.get("pressure_kpa")
+        temp = values.get("pipe_temp_c")
         if flow is None or pressure is None or temp is None:
             return None
-        return OutletSample(r.ts, flow, pressure, temp)
+        return Stream.OUTLET, OutletSample(r.ts, float(flow), float(pressure), float(temp))
     if r.kind is NodeKind.AIR:
-        temp = r.number("air_temp_c")
-        return None if temp is None else AirSample(r.ts, temp)
+        temp = values.get("air_temp_c")
+        return None if temp is None else (Stream.AIR, AirSample(r.ts, float(temp)))
     return None
+
+
+#: Boots whose sequence numbers a node's ledger remembers (a node that reboots
+#: several times within minutes still has its redeliveries told apart).
+BOOTS_KEPT = 4
+
+
+class _Seqs:
+    """The sequence numbers of one boot seen lately, compactly: the highest, and one bit
+    for each of the ``IDENTITIES_KEPT`` numbers below it (bit ``i``: ``top - i`` seen).
+
+    A node numbers its messages +1 each, so the numbers seen lately are a window below
+    the highest: 512 bytes a boot, where a set of ``(boot, seq)`` tuples with their
+    arrival order took ~500 kB a node once full (4,096 identities; issue 17 item 2)."""
+
+    __slots__ = ("bits", "top")
+
+    def __init__(self, seq: int) -> None:
+        self.top = seq
+        self.bits = 1
+
+    def add(self, seq: int) -> bool:
+        """Remember ``seq``; True when it was seen already (within the window)."""
+        behind = self.top - seq
+        if behind < 0:  # the usual case: the next number
+            # A jump past the whole window forgets it (and never shifts by billions).
+            ahead = -behind
+            self.bits = 1 if ahead >= IDENTITIES_KEPT else ((self.bits << ahead) | 1) & _WINDOW
+            self.top = seq
+            return False
+        if behind >= IDENTITIES_KEPT:
+            return False  # older than the window: not known to be a redelivery
+        bit = 1 << behind
+        if self.bits & bit:
+            return True
+        self.bits |= bit
+        return False
+
+
+_WINDOW = (1 << IDENTITIES_KEPT) - 1
 
 
 class NodeLedger:
@@ -89,19 +139,18 @@ class NodeLedger:
 
     def __init__(self) -> None:
         self.newest: datetime | None = None
-        self._seen: set[tuple[str, int]] = set()
-        self._order: deque[tuple[str, int]] = deque()
+        #: Per boot (the last ``BOOTS_KEPT``, oldest first), its numbers seen lately.
+        self._boots: dict[str, _Seqs] = {}
         self._span: NotEvaluated | None = None
 
     def is_duplicate(self, r: Reading) -> bool:
         """The same message again (QoS 1 redelivery); remembers it otherwise."""
-        identity = (r.boot, r.seq)
-        if identity in self._seen:
-            return True
-        self._seen.add(identity)
-        self._order.append(identity)
-        if len(self._order) > IDENTITIES_KEPT:
-            self._seen.discard(self._order.popleft())
+        seqs = self._boots.get(r.boot)
+        if seqs is not None:
+            return seqs.add(r.seq)
+        if len(self._boots) >= BOOTS_KEPT:
+            del self._boots[next(iter(self._boots))]
+        self._boots[r.boot] = _Seqs(r.seq)
         return False
 
     def in_order(self, r: Reading) -> bool:
@@ -131,6 +180,12 @@ class SiteMonitor:
         ctx = SiteContext(site, pack, silence_factor)
         self.state = SiteState(ctx, ICING_WINDOW + timedelta(minutes=5))
         self._detectors = build(self.state)
+        #: Each stream's consumers, in dispatch order: an event is offered only to them
+        #: (a reading meets 5 of the 8 detectors, a "heard" arrival 1), and no event's
+        #: stream is worked out again per detector.
+        self._consumers = {
+            stream: tuple(d for d in self._detectors if stream in d.streams) for stream in Stream
+        }
         self.nodes: dict[str, NodeLedger] = {}
 
     def refresh(self, site: SiteConfig) -> None:
@@ -146,32 +201,34 @@ class SiteMonitor:
         """Detector objects by rule id."""
         return {d.rule_id: d for d in self._detectors}
 
-    def dispatch(self, event: Event, at: datetime) -> list[tuple[str, Verdict, datetime]]:
-        """Feed one event to every detector consuming its stream."""
-        stream = stream_of(event)
+    def dispatch(
+        self, event: Event, at: datetime, stream: Stream | None = None
+    ) -> list[tuple[str, Verdict, datetime]]:
+        """Feed one event to every detector consuming its stream (``stream``, when the
+        caller knows it, else the event's own)."""
+        state = self.state
         out: list[tuple[str, Verdict, datetime]] = []
-        for d in self._detectors:
-            if stream in d.streams:
-                verdict = d.feed(event, self.state)
-                if verdict is not None:
-                    out.append((d.rule_id, verdict, at))
+        for d in self._consumers[stream_of(event) if stream is None else stream]:
+            verdict = d.feed(event, state)
+            if verdict is not None:
+                out.append((d.rule_id, verdict, at))
         return out
 
     def on_reading(self, r: Reading) -> list[tuple[str, Verdict, datetime]]:
         """Feed one fresh reading; the verdicts it produced, with their data time."""
-        event = _event(r)
-        if event is None:
+        found = _event(r)
+        if found is None:
             return []
+        stream, event = found
         ended = self.state.update(event)
-        out: list[tuple[str, Verdict, datetime]] = []
-        if ended is not None:
-            out.extend(self.dispatch(ended, r.ts))
-        out.extend(self.dispatch(event, r.ts))
-        return out
+        if ended is None:
+            return self.dispatch(event, r.ts, stream)
+        return self.dispatch(ended, r.ts, Stream.CYCLE) + self.dispatch(event, r.ts, stream)
 
     def arrival(self, now: datetime, kind: str) -> list[tuple[str, Verdict, datetime]]:
         """Arrival-clock event (heard, status, tick)."""
-        return self.dispatch(Arrival(now, kind), now)
+        stream = Stream.TICK if kind == "tick" else Stream.STATUS
+        return self.dispatch(Arrival(now, kind), now, stream)
 
 
 class RulesEngine:
@@ -197,22 +254,67 @@ class RulesEngine:
 
     def on_reading(self, reading: Reading) -> list[FindingEvent]:
         """Run the site's detectors on one validated reading."""
-        mon = self._monitor(reading.site_id)
+        mon = self._to_judge(reading)
         if mon is None:
             return []
-        # Any message is a sign of life, even one whose data we then ignore.
-        mon.state.last_heard[reading.node_id] = reading.received_at
-        mon.state.offline.discard(reading.node_id)
-        ledger = mon.nodes.setdefault(reading.node_id, NodeLedger())
+        verdicts = mon.on_reading(reading)
+        verdicts += mon.arrival(reading.received_at, "heard")
+        return self._apply_all(mon, verdicts) if verdicts else []
+
+    def on_readings(self, readings: Sequence[Reading]) -> list[FindingEvent]:
+        """Judge a batch of readings in arrival order (the pipeline's, one socket read's
+        worth); what :meth:`on_reading` does for each, except that each site's arrival
+        clock ("heard": a message arrived) is advanced once, after the site's last
+        judged reading of the batch, at its arrival time. That event only tells the
+        silence rule that the site's nodes are alive; the last arrival of a batch tells
+        it what every earlier one would, within the batch's milliseconds.
+
+        A detector failing on one reading is logged and the batch goes on: one bug must
+        not leave the other sites unjudged."""
+        events: list[FindingEvent] = []
+        heard: dict[str, tuple[SiteMonitor, datetime]] = {}
+        for reading in readings:
+            try:
+                mon = self._to_judge(reading)
+                if mon is None:
+                    continue
+                heard[reading.site_id] = (mon, reading.received_at)
+                verdicts = mon.on_reading(reading)
+                if verdicts:
+                    events += self._apply_all(mon, verdicts)
+            except Exception:
+                log.exception("detector failed on %s/%s", reading.site_id, reading.node_id)
+        for mon, at in heard.values():
+            try:
+                verdicts = mon.arrival(at, "heard")
+                if verdicts:
+                    events += self._apply_all(mon, verdicts)
+            except Exception:
+                log.exception("detector failed on %s (heard)", mon.site.id)
+        return events
+
+    def _to_judge(self, reading: Reading) -> SiteMonitor | None:
+        """The monitor of a reading's site when the reading is to be judged: not of an
+        unknown site, not a redelivery, not behind its node's newest (recorded as not
+        evaluated). Any message is a sign of life, whatever is then done with it."""
+        mon = self._monitors.get(reading.site_id) or self._monitor(reading.site_id)
+        if mon is None:
+            return None
+        node_id = reading.node_id
+        state = mon.state
+        state.last_heard[node_id] = reading.received_at
+        state.offline.discard(node_id)
+        ledger = mon.nodes.get(node_id)
+        if ledger is None:
+            ledger = mon.nodes[node_id] = NodeLedger()
         if ledger.is_duplicate(reading):
-            return []  # QoS 1 redelivery: judged (or recorded) the first time
+            return None  # QoS 1 redelivery: judged (or recorded) the first time
         if not ledger.in_order(reading):
             span = ledger.late(reading)
             if self.on_not_evaluated is not None:
                 self.on_not_evaluated(span)
-            return []
-        verdicts = mon.on_reading(reading) + mon.arrival(reading.received_at, "heard")
-        return self._apply_all(mon, verdicts)
+            return None
+        return mon
 
     def on_heard(self, site_id: str, node_id: str, received_at: datetime) -> list[FindingEvent]:
         """A message from a node arrived but was refused (dead letter): it is alive.
@@ -301,8 +403,12 @@ class RulesEngine:
         self, mon: SiteMonitor, verdicts: list[tuple[str, Verdict, datetime]]
     ) -> list[FindingEvent]:
         events: list[FindingEvent] = []
+        site_id, open_ = mon.site.id, self._open
         for rule_id, verdict, at in verdicts:
-            events.extend(self._apply(mon, rule_id, verdict, at))
+            # Most verdicts are "still not happening" (high water says so on every pit
+            # sample): with nothing open for the rule there is nothing to do.
+            if verdict.active or (site_id, rule_id) in open_:
+                events.extend(self._apply(mon, rule_id, verdict, at))
         return events
 
     def _apply(

@@ -267,7 +267,8 @@ OUTLET_LAG_MIN = timedelta(seconds=20)
 #: Late readings of one node this close (device time) to a not-evaluated span extend
 #: it rather than open a new one: one outage's replay is one span on the chart.
 NOT_EVALUATED_MERGE = timedelta(minutes=30)
-#: Message identities remembered per node to tell a QoS 1 redelivery (ignored
-#: silently) from a late reading never seen (recorded as not evaluated). Covers
-#: several hours at the fastest node interval; a redelivery comes within seconds.
+#: Sequence numbers remembered per boot of a node (a window below its highest) to tell
+#: a QoS 1 redelivery (ignored silently) from a late reading never seen (recorded as not
+#: evaluated). Covers several hours at the fastest node interval; a redelivery comes
+#: within seconds.
 IDENTITIES_KEPT = 4096

@@ -20,6 +20,7 @@ from gateway.contract import (
 )
 from gateway.domain import DeadLetter, RawMessage, Reading, StatusChange
 from gateway.validate.admission import Admission
+from gateway.validate.decode import Decoded, decode
 
 #: Stable reason codes of dead letters (documented in docs/telemetry.md).
 REASONS = (
@@ -151,13 +152,10 @@ class Validator:
             )
         if parts.channel == "status":
             return self._status(raw, parts)
-        try:
-            msg = TELEMETRY_ADAPTER.validate_json(raw.payload)
-        except ValidationError as exc:
-            reason, detail = reason_of(exc)
-            return self._dead(raw, reason, detail)
-        except UnicodeDecodeError as exc:  # pragma: no cover - pydantic reports json_invalid
-            return self._dead(raw, "not_json", str(exc))
+        decoded = decode(raw.payload) or self._pydantic(raw)
+        if isinstance(decoded, DeadLetter):
+            return decoded
+        msg, kind, when, values = decoded
         if msg.site_id != parts.site_id or msg.node_id != parts.node_id:
             return self._dead(
                 raw,
@@ -167,20 +165,19 @@ class Validator:
             )
         # Epoch seconds: float comparisons are cheaper than datetime arithmetic, and
         # admission's token bucket wants the device time as a number anyway.
-        ts = msg.ts.timestamp()
-        late = self._clock_refusal(raw, msg.ts, ts)
+        ts = when.timestamp()
+        late = self._clock_refusal(raw, when, ts)
         if late is not None:
             return late
         if self._admission is not None:
-            refused = self._admission.admit(msg.site_id, msg.node_id, msg.kind, ts)
+            refused = self._admission.admit(msg.site_id, msg.node_id, kind, ts)
             if refused is not None:
                 return self._dead(raw, refused, _DETAILS[refused])
-        values = {k: v for k, v in msg.readings.__dict__.items() if v is not None}
         return Reading(
             site_id=msg.site_id,
             node_id=msg.node_id,
-            kind=msg.kind,
-            ts=msg.ts.astimezone(UTC),
+            kind=kind,
+            ts=when if when.tzinfo is UTC else when.astimezone(UTC),
             seq=msg.seq,
             boot=msg.boot,
             values=values,
@@ -188,6 +185,20 @@ class Validator:
             battery_v=msg.battery_v,
             rssi_dbm=msg.rssi_dbm,
         )
+
+    def _pydantic(self, raw: RawMessage) -> Decoded | DeadLetter:
+        """The contract's own decoding, for what the fast path did not take: a refusal
+        worded by pydantic (the dead letters' reasons and details), or a payload in a
+        spelling only pydantic reads."""
+        try:
+            msg = TELEMETRY_ADAPTER.validate_json(raw.payload)
+        except ValidationError as exc:
+            reason, detail = reason_of(exc)
+            return self._dead(raw, reason, detail)
+        except UnicodeDecodeError as exc:  # pragma: no cover - pydantic reports json_invalid
+            return self._dead(raw, "not_json", str(exc))
+        values = {k: v for k, v in msg.readings.__dict__.items() if v is not None}
+        return msg, msg.kind, msg.ts, values
 
     @staticmethod
     def _dead(raw: RawMessage, reason: str, detail: str) -> DeadLetter:
