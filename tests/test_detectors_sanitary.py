@@ -411,7 +411,7 @@ def _cycle(before: datetime, off_s: float) -> PumpCycle:
     return PumpCycle(before, before + timedelta(seconds=5), end, end, 30.0, 15.0, seen=True)
 
 
-def _stale_errors(offs: list[float], measured: int) -> list[float]:
+def _stale_errors(offs: list[int], measured: int) -> list[float]:
     """The stale-inflow error of cycles after off periods of ``offs`` s; only the
     first ``measured`` off periods were long enough to measure a fill."""
     d = _detector()

@@ -67,7 +67,6 @@ from gateway.rules.detectors.base import (
 )
 from gateway.rules.physics import (
     Balance,
-    cycle_net_rate,
     inflow_trend_error,
     pit_pump_lpm,
     pumped_litres,
@@ -154,12 +153,6 @@ TREND_SPAN = timedelta(hours=1)
 #: Off periods whose median length tells how the inflow moved since the last fill
 #: was measured (each is read to a pit interval).
 STALE_OFF_PERIODS = 3
-#: The registered line's volume is known to the length's +-20 % and the pipe's bore:
-#: water that came back from the line is at most this many times the registered
-#: volume per off period.
-LINE_VOLUME_SLACK = 1.25
-#: Clean blocks' fills and runs' net rates kept as the site's baseline.
-BASELINE_KEEP = 30
 
 
 @dataclass
@@ -203,11 +196,6 @@ class _Block:
     #: lag of the fills' median behind a rising or receding inflow, the same for
     #: every block of a storm (``physics.inflow_trend_error``).
     trend_var: float = 0.0
-    #: Fills measured in the off periods before the block's runs (cm/s), those
-    #: off periods' lengths (s), and the runs' own net fall rates (cm/s).
-    fills: list[float] = field(default_factory=list)
-    off_s: list[float] = field(default_factory=list)
-    net_rates: list[float] = field(default_factory=list)
     #: Variance (s^2) of the block's run time from the pit.
     run_var: float = 0.0
     #: Outlet samples the block's outlet volume rests on (its information).
@@ -338,13 +326,6 @@ class SanitaryDischargeDetector:
         self._prev_end: datetime | None = None
         self._off_s: deque[float] = deque(maxlen=3 * STALE_OFF_PERIODS)
         self._fill_off_s: deque[float] = deque(maxlen=STALE_OFF_PERIODS)
-        #: The latest cycle's preceding off period: its length and, when measured,
-        #: its fill (cm/s).
-        self._last_off: tuple[float, float | None] | None = None
-        #: Fills and runs' own net fall rates of clean blocks: the inflow between
-        #: runs and the drain while running, before anything changed.
-        self._base_fill: deque[float] = deque(maxlen=BASELINE_KEEP)
-        self._base_net: deque[float] = deque(maxlen=BASELINE_KEEP)
         interval = state.outlet.interval_s
         self._outlet_wait = max(OUTLET_LAG_MIN, timedelta(seconds=1.5 * interval))
 
@@ -468,7 +449,6 @@ class SanitaryDischargeDetector:
         self._block.pit_var += inflow_var + noise_var
         self._block.inflow_var += inflow_var
         self._block.trend_var += trend_var
-        self._pool_inflow(c)
         return self._add_pooled(c, pit_l, state)
 
     @staticmethod
@@ -493,19 +473,6 @@ class SanitaryDischargeDetector:
         noise_l = state.ctx.litres(state.cycles.level_noise_cm())
         trend_l = state.ctx.litres(trend * span_s)
         return error_l**2, 2.0 * noise_l**2, trend_l**2
-
-    def _pool_inflow(self, c: PumpCycle) -> None:
-        """Keep the cycle's off period (its length, its fill where measured) and its
-        run's own net fall rate in the block: what returned water would change."""
-        b = self._block
-        if self._last_off is not None:
-            off_s, fill = self._last_off
-            b.off_s.append(off_s)
-            if fill is not None:
-                b.fills.append(fill)
-        net = cycle_net_rate(c)
-        if net is not None:
-            b.net_rates.append(net)
 
     def _stale_inflow_error(self, c: PumpCycle, state: SiteState) -> float:
         """How far the inflow used may be off (cm/s) because it was measured in an
@@ -532,9 +499,7 @@ class SanitaryDischargeDetector:
             return 0.0
         self._off_s.append(off_s)
         spans = state.cycles.fill_spans
-        measured = bool(spans) and spans[-1][1] >= prev_end
-        self._last_off = (off_s, state.cycles.fill_rates[-1] if measured else None)
-        if measured:
+        if spans and spans[-1][1] >= prev_end:
             self._fill_off_s.append(off_s)  # this off period was measured: current
             return 0.0
         if not self._fill_off_s or len(self._off_s) < STALE_OFF_PERIODS:
@@ -799,7 +764,6 @@ class SanitaryDischargeDetector:
         normal, unit, calibrated = self._normal()
         share = max(-1.5, min(1.0, b.balance.share_diverted(normal)))
         share = self._refill_explained(b, share, state)
-        share = self._leak_back_explained(b, share, normal, state)
         sigma = self._block_sigma(b, unit)
         persistence = self._persistence(normal) if calibrated else 1.0
         self._cusum(share, sigma * math.sqrt(persistence))
@@ -861,8 +825,6 @@ class SanitaryDischargeDetector:
             self._calib_info.append((ratio, pit_rel + run_rel, b.info))
         self._calib_wet.extend(b.wet_offsets)
         self._calib_dry.extend(b.dry_offsets)
-        self._base_fill.extend(b.fills)
-        self._base_net.extend(b.net_rates)
         if b.wet_flows:
             self._calib_flow.append(_median(b.wet_flows))
             rate = _rate_ratio(b) if b.timed else None
@@ -896,70 +858,6 @@ class SanitaryDischargeDetector:
         if rate_share < RATE_NORMAL_SHARE and share <= refill_share + RATE_NORMAL_SHARE:
             return max(rate_share, 0.0)
         return share
-
-    def _leak_back_explained(
-        self, b: _Block, share: float, normal: float, state: SiteState
-    ) -> float:
-        """The share, unless the missing water came back into the pit through a
-        leaking check valve.
-
-        Water a hose or tee takes leaves the house; water that seeps back through
-        the valve between runs returns to the pit, where it shows as extra inflow
-        in the off periods, and the next run first refills the line (on a line
-        that holds about a cycle's volume, the outlet then stays dry). So a deficit
-        is leak-back, not a diversion, when all of these hold:
-
-        * it is at most the line's volume a cycle (``LINE_VOLUME_SLACK``): the line
-          cannot hold back more;
-        * the inflow between this block's runs rose above the site's clean baseline
-          beyond the fills' own scatter (twice the standard error of the two
-          medians), and by at most the line's volume an off period (rain can add
-          any amount, a line only what it holds; a fill is measured only from the
-          fall-back window on, so part of the returned water is never seen);
-        * the runs themselves do not drain slower by the rise: returned water flows
-          only while the pump is off (the valve is pushed open while it runs),
-          while rain flows in during runs too and slows the drain by as much as it
-          raised the fill (``_rain_during_runs``).
-
-        A storm-only hose fails the last two at any but light rain."""
-        if share < DIVERTED_LOOKING or not b.fills or not b.off_s:
-            return share
-        if len(self._base_fill) < CALIBRATION_MIN_BLOCKS or len(self._base_net) < 3:
-            return share
-        ctx = state.ctx
-        line_l = LINE_VOLUME_SLACK * ctx.line_volume_l
-        deficit_l = max(b.balance.pit_l - b.balance.outlet_l / normal, 0.0) / b.cycles
-        base = list(self._base_fill)
-        mid = _median(base)
-        rise = _median(b.fills) - mid
-        # The rise must stand out of the fills' own scatter (jitter, level noise).
-        noise = 1.4826 * _median([abs(x - mid) for x in base])
-        seen = rise > 2.0 * noise * math.sqrt(1.0 / len(b.fills) + 1.0 / len(base))
-        returned_l = ctx.litres(rise * _median(b.off_s))
-        if deficit_l > line_l or not seen or returned_l > line_l:
-            return share
-        own = b.net_rates
-        if not own:
-            return share  # no run's own drain seen: rain cannot be told from leak-back
-        return share if self._rain_during_runs(own, rise) else 0.0
-
-    def _rain_during_runs(self, own: list[float], rise: float) -> bool:
-        """Whether the runs' own drain says the extra inflow flowed during the runs
-        too (rain), not only between them (water returning through the valve).
-
-        Rain slows the drain by as much as it raised the fill (``rise``); returned
-        water does not slow it. Rain is read only where the data tell the two
-        apart: the rise is over twice the noise of the difference of the block's
-        and the baseline's median net rates, and the slowing is nearer the rise
-        than zero and within twice that noise of it. A slowing far beyond the rise
-        is the pump's own head changing (a line emptied by a leak), not rain."""
-        base_net = list(self._base_net)
-        mid = _median(base_net)
-        noise = 1.4826 * _median([abs(x - mid) for x in base_net])
-        sigma = noise * math.sqrt(1.0 / len(own) + 1.0 / len(base_net))
-        slowed = mid - _median(own)
-        resolved = rise > 2.0 * sigma
-        return resolved and slowed > rise / 2 and abs(slowed - rise) <= 2.0 * sigma
 
     def _verdict(
         self,
