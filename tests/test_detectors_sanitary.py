@@ -8,8 +8,13 @@ import pytest
 
 from gateway.domain import Audience, Finding, FindingChange, Reading, Severity
 from gateway.registry.models import PitConfig, SiteConfig
-from gateway.rules.detectors.base import SiteContext, SiteState
-from gateway.rules.detectors.sanitary import SanitaryDischargeDetector, _Block
+from gateway.rules.detectors.base import PumpCycle, SiteContext, SiteState
+from gateway.rules.detectors.sanitary import (
+    SanitaryDischargeDetector,
+    _Block,
+    weighted_median,
+)
+from gateway.rules.physics import inflow_trend_error
 from gateway.rules.sequences import Faults, MiniSump, engine_for, feed, make_site, opened
 
 START = datetime(2026, 6, 1, tzinfo=UTC)
@@ -335,3 +340,104 @@ def test_receding_rain_at_sparse_sampling_is_not_a_diversion() -> None:
         events += feed(engine, sim.run(20 * 60))
     events += feed(engine, sim.run(2 * 3600))
     assert opened(events, "sanitary_discharge") == []
+
+
+# -- issue 14, fifth round: what a site may learn its normal ratio from ----------------
+
+
+def _fills(rates: list[float], every_min: float = 6.0) -> list[tuple[datetime, float]]:
+    return [(START + timedelta(minutes=every_min * i), q) for i, q in enumerate(rates)]
+
+
+def test_an_inflow_that_jitters_without_a_trend_has_no_trend_error() -> None:
+    # Several drains feeding a pit make the fills scatter by 15-20 % from one off
+    # period to the next; that averages out over blocks and is not a storm's lag.
+    jitter = [0.05 * (1 + d) for d in (0.18, -0.15, 0.1, -0.2, 0.16, -0.12, 0.2, -0.18, 0.05)]
+    at = START + timedelta(minutes=54)
+    assert inflow_trend_error(_fills(jitter), at, 0.05) == 0.0
+
+
+def test_a_rising_inflow_puts_the_fills_median_behind_by_the_trend() -> None:
+    # A storm's inflow rising steadily over the hour: the median of the last nine
+    # fills is the inflow of 24 min ago, and the trend says by how much that lags.
+    rising = [0.05 + 0.01 * i for i in range(9)]
+    at = START + timedelta(minutes=54)
+    error = inflow_trend_error(_fills(rising), at, sorted(rising)[4])
+    assert error == pytest.approx(0.05 + 0.01 * 9 - 0.09, abs=1e-9)
+
+
+def test_the_normal_ratio_weighs_each_calibration_block_by_what_it_knows() -> None:
+    # Three blocks of two cycles timed only to a 30 s pit's interval (share sigma
+    # 0.5-0.8) against one of 25 cycles (0.33): the long block sets the normal.
+    # As a plain median the short ones made a clean house's normal 1.25, and every
+    # later block (0.85) read as a 33 % diversion.
+    ratios, sigmas = [1.34, 1.25, 0.89, 1.24], [0.47, 0.8, 0.33, 0.71]
+    assert weighted_median(ratios, [1 / s**2 for s in sigmas]) == 0.89
+    d = _detector()
+    d._calib.extend(ratios)
+    d._calib_weight.extend(1 / s**2 for s in sigmas)
+    assert d._normal()[0] == 0.89
+
+
+def test_equal_weights_give_the_plain_median() -> None:
+    assert weighted_median([3.0, 1.0, 2.0, 4.0], [1.0] * 4) == 2.5
+    assert weighted_median([3.0, 1.0, 2.0], [1.0] * 3) == 2.0
+
+
+def test_a_block_resting_on_a_storms_trending_inflow_does_not_calibrate_the_ratio() -> None:
+    # Its scatter-based inflow error is small (the fills agree with each other),
+    # but the fills' trend puts the inflow used 20 % of the block's volume off.
+    d = _detector()
+    state = SiteState(SiteContext(make_site(destination="grade"), None), timedelta(hours=1))
+    storm = _Block(
+        pit_l=60.0,
+        wet_flows=[70.0] * 4,
+        info=4.0,
+        inflow_var=(0.02 * 60) ** 2,
+        trend_var=(0.2 * 60) ** 2,
+    )
+    storm.balance = storm.balance.__class__(60.0, 60.0)
+    d._calibrate(storm, 0.0, 0.1, False, state)
+    assert list(d._calib) == []
+    steady = _Block(pit_l=60.0, wet_flows=[70.0] * 4, info=4.0, inflow_var=(0.02 * 60) ** 2)
+    steady.balance = storm.balance
+    d._calibrate(steady, 0.0, 0.1, False, state)
+    assert list(d._calib) == [1.0]
+
+
+def _cycle(before: datetime, off_s: float) -> PumpCycle:
+    """A run of 20 s after an off period of ``off_s`` (sample before it to its end)."""
+    end = before + timedelta(seconds=30)
+    return PumpCycle(before, before + timedelta(seconds=5), end, end, 30.0, 15.0, seen=True)
+
+
+def _stale_errors(offs: list[int], measured: int) -> list[float]:
+    """The stale-inflow error of cycles after off periods of ``offs`` s; only the
+    first ``measured`` off periods were long enough to measure a fill."""
+    d = _detector()
+    state = SiteState(SiteContext(make_site(destination="grade"), None), timedelta(hours=1))
+    t, errors = START, []
+    for i, off in enumerate(offs):
+        before = t + timedelta(seconds=off)
+        if i < measured:
+            state.cycles.fill_rates.append(0.1)
+            state.cycles.fill_spans.append((t + timedelta(seconds=25), before))
+        c = _cycle(before, off)
+        errors.append(d._stale_inflow_error(c, state))
+        t = c.end_ts
+    return errors
+
+
+def test_off_periods_shrinking_past_measurement_make_the_old_inflow_uncertain() -> None:
+    # A storm: off periods of 150 s (measured) shrink to 60 s (too short to measure a
+    # fill). The band refills in each, so the inflow is 2.5 x the last measured.
+    errors = _stale_errors([150, 152, 148, 150, 60, 62, 58, 60], measured=4)
+    assert errors[:4] == [0.0] * 4
+    assert errors[-1] == pytest.approx(0.1 * (150 / 60 - 1), rel=0.05)
+
+
+def test_short_off_periods_of_a_steady_inflow_keep_the_inflow_as_measured() -> None:
+    # A steady inflow near the pump's: off periods always short, jittering 15 %;
+    # the inflow is as good as when it was last measured.
+    offs = [80, 70, 90, 75, 85, 68, 88, 72, 82, 78]
+    assert _stale_errors(offs, measured=2)[2:] == [0.0] * 8

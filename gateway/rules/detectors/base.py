@@ -191,6 +191,9 @@ class CycleTracker:
         self.starts: deque[datetime] = deque()
         #: cm per second the level rises with the pump off (groundwater inflow).
         self.fill_rates: deque[float] = deque(maxlen=9)
+        #: When each of ``fill_rates`` was measured (first and last sample of its
+        #: off period): how current the inflow is, and its trend.
+        self.fill_spans: deque[tuple[datetime, datetime]] = deque(maxlen=9)
         self._fill_from: PitSample | None = None
         self.last_end: datetime | None = None
         self._diffs: deque[float] = deque(maxlen=60)
@@ -440,6 +443,7 @@ class CycleTracker:
         seconds = (last_off.ts - start.ts).total_seconds()
         if seconds >= 60:
             self.fill_rates.append(max(0.0, (last_off.level_cm - start.level_cm) / seconds))
+            self.fill_spans.append((start.ts, last_off.ts))
         self._fill_from = None
 
     def starts_within(self, now: datetime, span: timedelta) -> int:

@@ -65,7 +65,13 @@ from gateway.rules.detectors.base import (
     iso,
     r1,
 )
-from gateway.rules.physics import Balance, pit_pump_lpm, pumped_litres, run_span
+from gateway.rules.physics import (
+    Balance,
+    inflow_trend_error,
+    pit_pump_lpm,
+    pumped_litres,
+    run_span,
+)
 from gateway.rules.thresholds import (
     BACKFLOW_MIN_CM,
     BACKFLOW_WINDOW,
@@ -141,6 +147,12 @@ CALIB_MAX_SHARE = 0.3
 #: houses with a jittery inflow of calibration blocks: their fills scatter by 15-20 %
 #: from minute to minute without any trend.)
 CALIB_MAX_PIT_REL = CUSUM_REFERENCE
+#: The fills a trend of the inflow is fitted to: a storm's inflow rises and recedes
+#: over about an hour.
+TREND_SPAN = timedelta(hours=1)
+#: Off periods whose median length tells how the inflow moved since the last fill
+#: was measured (each is read to a pit interval).
+STALE_OFF_PERIODS = 3
 
 
 @dataclass
@@ -180,6 +192,10 @@ class _Block:
     #: with the weather).
     pit_var: float = 0.0
     inflow_var: float = 0.0
+    #: Variance (L^2) of the block's inflow term from the fills' trend alone: the
+    #: lag of the fills' median behind a rising or receding inflow, the same for
+    #: every block of a storm (``physics.inflow_trend_error``).
+    trend_var: float = 0.0
     #: Variance (s^2) of the block's run time from the pit.
     run_var: float = 0.0
     #: Outlet samples the block's outlet volume rests on (its information).
@@ -224,10 +240,38 @@ def _inflow_error_cm_s(state: SiteState) -> float:
     return max(spread * fill, abs(latest - fill))
 
 
+def _trend_error_cm_s(state: SiteState, at: datetime) -> float:
+    """How far the inflow used is from what the last hour's fills' trend gives at
+    ``at`` (0 without a significant trend): a systematic error, shared by every
+    cycle of a storm's rise or recession."""
+    cycles = state.cycles
+    fills = [
+        (start + (end - start) / 2, rate)
+        for (start, end), rate in zip(cycles.fill_spans, cycles.fill_rates, strict=True)
+        if at - end <= TREND_SPAN
+    ]
+    return inflow_trend_error(fills, at, cycles.fill_rate_cm_s())
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     n = len(ordered)
     return (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
+
+
+def weighted_median(values: list[float], weights: list[float]) -> float:
+    """The value below and above which half the weight lies (the mean of the two
+    middle values where the halves meet exactly, as the plain median does)."""
+    pairs = sorted(zip(values, weights, strict=True))
+    half = sum(w for _v, w in pairs) / 2
+    below = 0.0
+    for i, (value, weight) in enumerate(pairs):
+        below += weight
+        if below > half * (1 + 1e-12):
+            return value
+        if below >= half * (1 - 1e-12):
+            return (value + pairs[i + 1][0]) / 2 if i + 1 < len(pairs) else value
+    return pairs[-1][0]
 
 
 class SanitaryDischargeDetector:
@@ -252,6 +296,10 @@ class SanitaryDischargeDetector:
         self._pending: deque[_Pending] = deque(maxlen=20)
         self._block = _Block()
         self._calib: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        #: Each calibration block's weight, 1 / sigma^2 of its share: a block of 25
+        #: cycles knows the ratio far better than one of two cycles timed only to
+        #: the pit's interval.
+        self._calib_weight: deque[float] = deque(maxlen=CALIBRATION_KEEP)
         #: (ratio, relative variance its pit side and run times explain, samples)
         #: of each calibration block.
         self._calib_info: deque[tuple[float, float, float]] = deque(maxlen=CALIBRATION_KEEP)
@@ -273,6 +321,11 @@ class SanitaryDischargeDetector:
         self._episode = Balance(0.0, 0.0)
         self._line_held = True
         self._prev_leak_back = False
+        #: The previous cycle's end, the last off periods' lengths (s), and the length
+        #: of the off period the latest fill was measured in.
+        self._prev_end: datetime | None = None
+        self._off_s: deque[float] = deque(maxlen=3 * STALE_OFF_PERIODS)
+        self._fill_off_s: deque[float] = deque(maxlen=STALE_OFF_PERIODS)
         interval = state.outlet.interval_s
         self._outlet_wait = max(OUTLET_LAG_MIN, timedelta(seconds=1.5 * interval))
 
@@ -367,6 +420,7 @@ class SanitaryDischargeDetector:
         leak_back = returned > max(BACKFLOW_MIN_CM, 4.0 * state.cycles.level_noise_cm())
         self._line_held = not (leak_back or self._prev_leak_back)
         self._prev_leak_back = leak_back
+        stale_error = self._stale_inflow_error(c, state)
         if not drained or not big:
             self._skip(c, state)
             return None  # blocked line (it never drains the pit) or float chatter
@@ -391,15 +445,19 @@ class SanitaryDischargeDetector:
                 self._skip(c, state)
                 return None
             self._block.bounded = True
-        inflow_var, noise_var = self._pit_variance(c, settled, state)
+        inflow_var, noise_var, trend_var = self._pit_variance(c, settled, state, stale_error)
         self._block.pit_var += inflow_var + noise_var
         self._block.inflow_var += inflow_var
+        self._block.trend_var += trend_var
         return self._add_pooled(c, pit_l, state)
 
     @staticmethod
-    def _pit_variance(c: PumpCycle, settled: PitSample, state: SiteState) -> tuple[float, float]:
+    def _pit_variance(
+        c: PumpCycle, settled: PitSample, state: SiteState, stale_error: float = 0.0
+    ) -> tuple[float, float, float]:
         """Variance (L^2) of the litres the pit says this cycle pumped: its inflow
-        term's and its level noise's.
+        term's, its level noise's, and the part of the inflow term's that the
+        fills' trend explains (at the span's middle; 0 without a trend).
 
         Pumped = level before - settled level + inflow x the span from the sample
         before the run to the settled one (30-120 s at sparse nodes, several times
@@ -409,9 +467,52 @@ class SanitaryDischargeDetector:
         moves the cycle's volume by a quarter. Two level readings add their noise.
         """
         span_s = max((settled.ts - c.before_ts).total_seconds(), 0.0)
-        error_l = state.ctx.litres(_inflow_error_cm_s(state) * span_s)
+        trend = _trend_error_cm_s(state, c.before_ts + (settled.ts - c.before_ts) / 2)
+        trend = max(trend, stale_error)
+        error_l = state.ctx.litres(max(_inflow_error_cm_s(state), trend) * span_s)
         noise_l = state.ctx.litres(state.cycles.level_noise_cm())
-        return error_l**2, 2.0 * noise_l**2
+        trend_l = state.ctx.litres(trend * span_s)
+        return error_l**2, 2.0 * noise_l**2, trend_l**2
+
+    def _stale_inflow_error(self, c: PumpCycle, state: SiteState) -> float:
+        """How far the inflow used may be off (cm/s) because it was measured in an
+        earlier, longer or shorter, off period: 0 while the off periods are measured.
+
+        A fill is measured only in an off period at least a minute longer than the
+        fall-back window. In a storm the off periods shrink under that, and the
+        median of the fills stays at the last value measured, hours old, while
+        the inflow moves on (a clean 30 s house in a 5 h storm read ratios 40 %
+        off, and taught itself a normal 40 % too high). The pit still shows how
+        the inflow moved: the band refills in each off period, so the inflow goes
+        as 1 / the off period's length. The median of the last
+        ``STALE_OFF_PERIODS`` off periods against the one the latest fill was
+        measured in (medians of ``STALE_OFF_PERIODS``) gives the inflow's change
+        since, counted beyond twice the off periods' own scatter (a jittery inflow
+        moves each one by 15-20 %). A house whose off periods are always short (a
+        steady inflow near the pump's) keeps their length, and its inflow is as
+        good as when it was measured."""
+        prev_end, self._prev_end = self._prev_end, c.end_ts
+        if prev_end is None:
+            return 0.0
+        off_s = (c.before_ts - prev_end).total_seconds()
+        if off_s <= 0:
+            return 0.0
+        self._off_s.append(off_s)
+        spans = state.cycles.fill_spans
+        if spans and spans[-1][1] >= prev_end:
+            self._fill_off_s.append(off_s)  # this off period was measured: current
+            return 0.0
+        if not self._fill_off_s or len(self._off_s) < STALE_OFF_PERIODS:
+            return 0.0
+        recent = list(self._off_s)[-STALE_OFF_PERIODS:]
+        change = _median(list(self._fill_off_s)) / _median(recent) - 1.0
+        # Off periods scatter with the inflow's jitter (and a pit interval each):
+        # only a change beyond twice that scatter is the inflow moving on.
+        mid = _median(list(self._off_s))
+        scatter = 1.4826 * _median([abs(x - mid) for x in self._off_s]) / mid
+        if abs(change) <= 2.0 * scatter:
+            return 0.0
+        return abs(change) * state.cycles.fill_rate_cm_s()
 
     def _add_pooled(self, c: PumpCycle, pit_l: float, state: SiteState) -> Verdict | None:
         """Pool the cycle into the open block; judge the block once the outlet has had
@@ -604,7 +705,7 @@ class SanitaryDischargeDetector:
         """
         if len(self._calib) < CALIBRATION_MIN_BLOCKS:
             return PRIOR_RATIO, UNIT_SCATTER_PRIOR, False
-        normal = _median(list(self._calib))
+        normal = weighted_median(list(self._calib), list(self._calib_weight))
         unit2 = [
             max((ratio / normal - 1.0) ** 2 - pit_rel, 0.0) * info
             for ratio, pit_rel, info in self._calib_info
@@ -712,12 +813,14 @@ class SanitaryDischargeDetector:
         outlier = calibrated and share > CALIB_MAX_SHARE
         pit_rel = b.pit_var / b.pit_l**2 if b.pit_l > 0 else 1.0
         inflow_rel = b.inflow_var / b.pit_l**2 if b.pit_l > 0 else 1.0
+        trend_rel = b.trend_var / b.pit_l**2 if b.pit_l > 0 else 1.0
         if not plausible or outlier or b.bounded or self._up >= SPRT_HEIGHT / 2:
             return
         # The outlet's own behaviour (when it flows, at what rate) does not rest on
         # the pit's inflow term; the ratio does.
-        if inflow_rel <= CALIB_MAX_PIT_REL**2:
+        if max(inflow_rel, trend_rel) <= CALIB_MAX_PIT_REL**2:
             self._calib.append(ratio)
+            self._calib_weight.append(1.0 / sigma**2)
             run_rel = b.run_var / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
             self._calib_info.append((ratio, pit_rel + run_rel, b.info))
         self._calib_wet.extend(b.wet_offsets)
