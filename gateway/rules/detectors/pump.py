@@ -282,6 +282,8 @@ class _SeepBlocks:
         self.last: _Balance | None = None
         #: Blocks since the fill rose with the outlet short (the leak's onset).
         self._onset: list[_Balance] = []
+        #: The fill rose with the weather (rain) and is not yet back at the baseline.
+        self._wet = False
 
     def add(self, run: _Balance, line_l: float) -> bool | None:
         """Add one observed run; at a block's end, whether the blocks since the leak's
@@ -299,7 +301,10 @@ class _SeepBlocks:
         drop, gained_l = self._drop_and_gain(block)
         if gained_l <= 0 or gained_l > BACKFLOW_MAX_LINE_SHARE * line_l * runs:
             # The pit gained nothing, or more than a valve can return (rain): no leak
-            # here; the baseline follows the weather.
+            # here; the baseline follows the weather. After rain, a leak's onset is
+            # looked for again only once the fill is back at the baseline's: the
+            # fill's rise must start with the outlet's shortfall.
+            self._wet = gained_l > 0
             self._onset.clear()
             self.short_blocks = 0
             self._baseline.append(block)
@@ -308,12 +313,21 @@ class _SeepBlocks:
             # The fill rose with the outlet taking all the water: rain, or a leak's
             # first block with the outlet's chance reads high. It teaches nothing.
             return None
-        if gained_l > LEAK_GAIN_MAX * drop * block.pumped_l:
+        if (
+            not LEAK_FILL_SHARE * drop * block.pumped_l
+            <= gained_l
+            <= (LEAK_GAIN_MAX * drop * block.pumped_l)
+        ):
             # The pit gained more than the outlet missed: the ground brings more
-            # (rain); a leak's gain is the water the refills take from the outlet.
+            # (rain); or far less: the outlet's dry reads are not water returned.
+            # A leak's gain is the water the refills keep from the outlet, block
+            # by block.
+            self._wet = True
             self._onset.clear()
             self.short_blocks = 0
             return False
+        if self._wet:
+            return None  # the fill rose before the outlet fell short: the weather
         # The fill rose as the outlet fell short: a leak may have begun. The baseline
         # is frozen, and the blocks from here on are judged together (a leak stays;
         # chance does not add up).
