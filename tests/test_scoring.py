@@ -165,7 +165,7 @@ TARGETS = (
 SMOKE_NOT_YET = frozenset(
     {
         "sanitary_discharge: precision",  # slow-leak check valves, a clean storm week
-        "short_cycling: recall",  # failed valves on 30-60 s nodes, 4 of 8 slow leaks
+        "short_cycling: recall",  # failed valves on 30-60 s nodes
         "sanitary_discharge at 100%",  # long lines at 10-30 s outlet sampling
         "sanitary_discharge at 25%",
     }

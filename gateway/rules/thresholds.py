@@ -122,47 +122,6 @@ SHORT_CYCLE_CLEAR_MAX = 0
 #: site's own excess (its scatter over the last SHORT_CYCLE_HISTORY periods).
 SHORT_CYCLE_SE_FACTOR = 2.0
 SHORT_CYCLE_HISTORY = 12
-#: Seep-back judged over blocks of runs (a leaking valve that has not emptied the
-#: line by the restart leaves no kink in the fill). A leak returns line water to the
-#: pit between runs: the pit fills faster than the ground fills it, and each run
-#: first refills the line, so for part of every run the outlet reads no flow. A
-#: good valve's full line passes the pump's flow at once, rain or not. Each outlet
-#: sample inside a run is one instant at a random phase, so the share of them that
-#: read dry, over many runs, is the share of pumping time spent refilling; a 30 s
-#: node reads a 10-20 s run's volume all or nothing, so volumes per run are not used.
-#: A block is LEAK_BLOCK_RUNS runs ...
-LEAK_BLOCK_RUNS = 8
-#: ... holding at least LEAK_BLOCK_SAMPLES outlet samples inside the runs (a 30 s
-#: node lands in a 15 s run one time in two): the dry share is a proportion, and a
-#: dozen samples resolve a quarter of the pumping time.
-LEAK_BLOCK_SAMPLES = 12
-#: The baseline: the last LEAK_BASELINE_BLOCKS blocks that cannot hold a leak (the
-#: pit gained nothing over the baseline's fill, or more than a valve can return:
-#: rain), pooled. A block whose fill rose teaches nothing, so the baseline is frozen
-#: from a leak's first block on and its fill is never learned as the ground's.
-LEAK_BASELINE_BLOCKS = 3
-#: Short: the outlet's flowing share below the baseline's by LEAK_SHORT_SHARE of it
-#: and by two standard errors (SHORT_CYCLE_SE_FACTOR) of the two proportions. The
-#: slow leaks of the sweep return 10-27 L lines at 0.6-4.8 L/min, which the next
-#: run refills at 40-150 L/min: 15 % of the pumping time and more.
-LEAK_SHORT_SHARE = 0.15
-#: ... and the water the outlet missed came back to the pit: the fill rose over the
-#: baseline's by at least LEAK_FILL_SHARE of the outlet's shortfall (the fill is
-#: fitted on the first BACKFLOW_JUDGE_AFTER of each period, and a sparse pit node
-#: sees the seep's fill late). A diversion starves the outlet with the fill unchanged.
-LEAK_FILL_SHARE = 0.3
-#: ... and no more than LEAK_GAIN_MAX times it: what a valve returns is what the
-#: next run's refill keeps from the outlet; a pit gaining far more than the outlet
-#: missed gets more from the ground (rain building), the outlet's dry share being
-#: chance. 2, not 1: the shortfall is a proportion of a dozen samples.
-LEAK_GAIN_MAX = 2.0
-#: Opens on this many blocks in a row, from the leak's onset (the first block whose
-#: fill rose with the outlet short), short when pooled: a leak begins at one stop and
-#: stays, so the evidence adds up; chance does not.
-LEAK_BLOCKS_TO_OPEN = 2
-#: A run's outlet samples are read once the pit has seen this long of its off
-#: period: the outlet node's samples of the run have arrived.
-LEAK_OUTLET_AFTER = timedelta(seconds=60)
 
 # --- continuous run (stuck float) ------------------------------------------------
 #: A normal cycle empties the band between the marks in well under a minute; a

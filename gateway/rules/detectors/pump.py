@@ -28,7 +28,6 @@ from gateway.rules.detectors.base import (
     iso,
     r1,
 )
-from gateway.rules.physics import run_span
 from gateway.rules.thresholds import (
     BACKFLOW_JUDGE_AFTER,
     BACKFLOW_LATE_FROM,
@@ -46,18 +45,8 @@ from gateway.rules.thresholds import (
     CONTINUOUS_MIN_RUN,
     CONTINUOUS_STARVED_SHARE,
     FALLBACK_RATE_MAX_AGE,
-    FLOW_ABSENT_LPM,
     HIGH_WATER_CLEAR_MARGIN_CM,
     HIGH_WATER_SAMPLES,
-    LEAK_BASELINE_BLOCKS,
-    LEAK_BLOCK_RUNS,
-    LEAK_BLOCK_SAMPLES,
-    LEAK_BLOCKS_TO_OPEN,
-    LEAK_FILL_SHARE,
-    LEAK_GAIN_MAX,
-    LEAK_OUTLET_AFTER,
-    LEAK_SHORT_SHARE,
-    MIN_CYCLE_VOLUME_L,
     OFF_MARK_TOLERANCE_CM,
     RISER_TAP_MIN_KPA,
     SHORT_CYCLE_CLEAR_MAX,
@@ -234,139 +223,6 @@ def _fit(samples: list[PitSample]) -> tuple[float, float]:
     return slope, my - slope * mx
 
 
-@dataclass(frozen=True)
-class _Balance:
-    """A run's, or a block of runs', water balance: what the pit pumped (L), the
-    outlet samples that fell while the pump ran and how many of them showed flow,
-    and the pit's mean fill over the off periods (L/s, time-weighted)."""
-
-    pumped_l: float
-    samples: int
-    wet: int
-    fill_lps: float
-    off_s: float
-
-    @property
-    def ratio(self) -> float:
-        """Share of the pumping time the outlet flowed."""
-        return self.wet / self.samples if self.samples else 1.0
-
-
-def _block(runs: list[_Balance]) -> _Balance:
-    """Runs summed into one block."""
-    off = sum(r.off_s for r in runs)
-    return _Balance(
-        sum(r.pumped_l for r in runs),
-        sum(r.samples for r in runs),
-        sum(r.wet for r in runs),
-        sum(r.fill_lps * r.off_s for r in runs) / off,
-        off,
-    )
-
-
-class _SeepBlocks:
-    """Water balance of a valve over blocks of runs (see LEAK_BLOCK_RUNS).
-
-    With a good valve the outlet receives what the pit pumped, rain or not: rain
-    raises the fill and the number of runs, never the share that reaches the
-    outlet. A leaking valve returns line water between runs: the pit fills faster
-    than the ground alone fills it, and each run first refills the line, so the
-    outlet takes less than the pit pumped. Both start at the stop the leak begins,
-    and the water missing at the outlet is the water the pit gained."""
-
-    def __init__(self) -> None:
-        self._runs: list[_Balance] = []
-        #: Blocks whose outlet took the pumped water: the inflow and outlet share now.
-        self._baseline: deque[_Balance] = deque(maxlen=LEAK_BASELINE_BLOCKS)
-        self.short_blocks = 0
-        self.last: _Balance | None = None
-        #: Blocks since the fill rose with the outlet short (the leak's onset).
-        self._onset: list[_Balance] = []
-        #: The fill rose with the weather (rain) and is not yet back at the baseline.
-        self._wet = False
-
-    def add(self, run: _Balance, line_l: float) -> bool | None:
-        """Add one observed run; at a block's end, whether the blocks since the leak's
-        onset fell short together (None: no block ended, or no baseline yet)."""
-        self._runs.append(run)
-        if len(self._runs) < LEAK_BLOCK_RUNS or sum(r.samples for r in self._runs) < (
-            LEAK_BLOCK_SAMPLES
-        ):
-            return None
-        block, runs, self._runs = _block(self._runs), len(self._runs), []
-        self.last = block
-        if not self._baseline:
-            self._baseline.append(block)
-            return None
-        drop, gained_l = self._drop_and_gain(block)
-        if gained_l <= 0 or gained_l > BACKFLOW_MAX_LINE_SHARE * line_l * runs:
-            # The pit gained nothing, or more than a valve can return (rain): no leak
-            # here; the baseline follows the weather. After rain, a leak's onset is
-            # looked for again only once the fill is back at the baseline's: the
-            # fill's rise must start with the outlet's shortfall.
-            self._wet = gained_l > 0
-            self._onset.clear()
-            self.short_blocks = 0
-            self._baseline.append(block)
-            return False
-        if drop <= 0:
-            # The fill rose with the outlet taking all the water: rain, or a leak's
-            # first block with the outlet's chance reads high. It teaches nothing.
-            return None
-        if (
-            not LEAK_FILL_SHARE * drop * block.pumped_l
-            <= gained_l
-            <= (LEAK_GAIN_MAX * drop * block.pumped_l)
-        ):
-            # The pit gained more than the outlet missed: the ground brings more
-            # (rain); or far less: the outlet's dry reads are not water returned.
-            # A leak's gain is the water the refills keep from the outlet, block
-            # by block.
-            self._wet = True
-            self._onset.clear()
-            self.short_blocks = 0
-            return False
-        if self._wet:
-            return None  # the fill rose before the outlet fell short: the weather
-        # The fill rose as the outlet fell short: a leak may have begun. The baseline
-        # is frozen, and the blocks from here on are judged together (a leak stays;
-        # chance does not add up).
-        self._onset.append(block)
-        short = self._short(_block(list(self._onset)))
-        self.short_blocks = len(self._onset) if short else 0
-        return short
-
-    def _drop_and_gain(self, block: _Balance) -> tuple[float, float]:
-        """The block's fall in the outlet's flowing share below the baseline's, and
-        the litres its off periods gained over the baseline's fill."""
-        fill0 = _median([b.fill_lps for b in self._baseline])
-        return _block(list(self._baseline)).ratio - block.ratio, (
-            block.fill_lps - fill0
-        ) * block.off_s
-
-    def _short(self, since: _Balance) -> bool:
-        """The outlet flowed for less of the pumping time than the baseline, by more
-        than LEAK_SHORT_SHARE and than chance (two standard errors of a difference
-        of proportions, each with its own variance), and the pit gained at least
-        LEAK_FILL_SHARE of the water the outlet missed."""
-        base = _block(list(self._baseline))
-        # Each share's own binomial variance; the baseline's dry share smoothed by
-        # one dry and one wet sample (a baseline with no dry sample yet has not shown
-        # that its share is exactly 1, only that its dry share is small).
-        dry0 = (base.samples - base.wet + 1) / (base.samples + 2)
-        wet1 = since.ratio
-        se = math.sqrt(dry0 * (1.0 - dry0) / base.samples + wet1 * (1.0 - wet1) / since.samples)
-        drop, gained_l = self._drop_and_gain(since)
-        if drop < max(LEAK_SHORT_SHARE * base.ratio, SHORT_CYCLE_SE_FACTOR * se):
-            return False
-        return gained_l >= LEAK_FILL_SHARE * drop * since.pumped_l
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
-
-
 class ShortCyclingDetector:
     """Water flowing back from the riser after each stop: a failed or leaking check valve.
 
@@ -403,8 +259,6 @@ class ShortCyclingDetector:
         self._rate: tuple[datetime, float] | None = None
         #: The last few fitted late rates, for the inflow's trend.
         self._rates: deque[tuple[datetime, float]] = deque(maxlen=TREND_PERIODS)
-        #: Seep-back of a valve still leaking at the restart, judged over blocks.
-        self._seep = _SeepBlocks()
 
     def restore(self) -> None:
         """Continue a finding restored from the store."""
@@ -552,57 +406,30 @@ class ShortCyclingDetector:
         drop = first[len(first) // 2] - last[len(last) // 2]
         return drop >= max(COLUMN_DROP_MIN_KPA, COLUMN_DROP_SHARE * running)
 
-    @staticmethod
-    def _observed_run(p: _Pending, state: SiteState) -> _Balance | None:
-        """One run's pumped litres, outlet samples (all, flowing) and its off
-        period's fill; None when the fill could not be fitted or the run was too
-        small to be a float's cycle."""
-        c = p.cycle
-        off = [x for x in p.samples if not x.pump_on and x.ts - c.end_ts >= BACKFLOW_WINDOW]
-        if (
-            len(off) < 3
-            or off[-1].ts - off[0].ts < BACKFLOW_RATE_SPAN
-            or off[-1].ts - c.end_ts < LEAK_OUTLET_AFTER
-        ):
-            return None
-        rate = max(0.0, _fit(off)[0])
-        pumped = state.ctx.litres(c.drop_cm + rate * c.est_duration.total_seconds())
-        if pumped < MIN_CYCLE_VOLUME_L:
-            return None
-        # Outlet samples while the pump ran (its best-estimate span; the edges' share
-        # of dry samples is the site's own and is in the baseline): a full line
-        # passes the pump's flow at once, a line the valve let drain must be refilled
-        # first, and the samples of the refill read dry. Each sample is one
-        # instant of a random phase, so a sparse node's share of dry samples over a
-        # block is the share of pumping time spent refilling (a volume read per run
-        # would be all or nothing for a run shorter than the node's interval).
-        seen = state.outlet.between(*run_span(c, state))
-        wet = sum(1 for x in seen if x.flow_lpm >= FLOW_ABSENT_LPM)
-        seconds = (off[-1].ts - c.last_on_ts).total_seconds()
-        return _Balance(pumped, len(seen), wet, state.ctx.litres(rate), seconds)
-
     def _judge(self, p: _Pending, now: PitSample, state: SiteState) -> Verdict | None:
         threshold = self.threshold_cm(state)
-        run = self._observed_run(p, state)
-        seeping = None if run is None else self._seep.add(run, state.ctx.line_volume_l)
         backflow = self._excess(p, state)
         if self._column_lost(p, state):
             # The pit may not show a slow leak; the riser's pressure does.
             backflow = max(backflow or 0.0, threshold)
-        if backflow is None and seeping is None:
+        if backflow is None:
             return None
-        if backflow is not None:
-            self._judged.append(backflow)
-            self._history.append(backflow)
+        self._judged.append(backflow)
+        self._history.append(backflow)
         hits = sum(1 for b in self._judged if b >= threshold)
-        seep = self._seep.short_blocks
-        if not self.active and (self._front_opens(hits, threshold) or seep >= LEAK_BLOCKS_TO_OPEN):
+        mean = sum(self._judged) / len(self._judged)
+        # Opening also needs the window's mean clear of the threshold by its own
+        # standard error: the period-to-period scatter of this site's excess (sensor
+        # noise, sampling phase, float repeatability, inflow changes: all of it,
+        # measured, not modelled). A failing valve returns the same water after
+        # every stop (small scatter); noise that only sometimes crosses does not.
+        sure = mean - SHORT_CYCLE_SE_FACTOR * self._standard_error()
+        if not self.active and hits >= SHORT_CYCLE_TO_OPEN and sure >= threshold:
             self.active = True
-        elif self.active and hits <= SHORT_CYCLE_CLEAR_MAX and len(self._judged) >= 2 and not seep:
+        elif self.active and hits <= SHORT_CYCLE_CLEAR_MAX and len(self._judged) >= 2:
             self.active = False
         if not self.active:
             return INACTIVE
-        block = self._seep.last
         inst = state.ctx.site.installation
         return Verdict(
             True,
@@ -611,25 +438,9 @@ class ShortCyclingDetector:
             {
                 "backflow_cm_last_cycles": [r1(b) for b in self._judged],
                 "backflow_threshold_cm": r1(threshold),
-                "backflow_l_last": r1(state.ctx.litres(backflow or 0.0)),
-                "short_blocks": seep,
-                "outlet_share_last_block": None if block is None else r1(block.ratio),
+                "backflow_l_last": r1(state.ctx.litres(backflow)),
                 "line_volume_l": r1(state.ctx.line_volume_l),
                 "starts_last_hour": state.cycles.starts_within(now.ts, timedelta(hours=1)),
                 "registered_check_valve": inst.check_valve,
             },
         )
-
-    def _front_opens(self, hits: int, threshold: float) -> bool:
-        """The front-loaded excess on SHORT_CYCLE_TO_OPEN of the window, its mean
-        clear of the threshold by SHORT_CYCLE_SE_FACTOR standard errors."""
-        if not self._judged:
-            return False
-        mean = sum(self._judged) / len(self._judged)
-        # Opening also needs the window's mean clear of the threshold by its own
-        # standard error: the period-to-period scatter of this site's excess (sensor
-        # noise, sampling phase, float repeatability, inflow changes: all of it,
-        # measured, not modelled). A failing valve returns the same water after
-        # every stop (small scatter); noise that only sometimes crosses does not.
-        sure = mean - SHORT_CYCLE_SE_FACTOR * self._standard_error()
-        return hits >= SHORT_CYCLE_TO_OPEN and sure >= threshold
