@@ -511,6 +511,11 @@ def _clean_weeks(b: _Builder, count: int) -> None:
         b.add("clean", house, start, CLEAN_WEEK_H, events, {}, clean=True, step_s=30.0)
 
 
+def _selectors(case: SweepCase) -> set[str]:
+    """The names ``--only`` knows a case by: its family, its name and its site id."""
+    return {case.family, case.name, case.scenario.home[0].id}
+
+
 def select_cases(cases: list[SweepCase], only: list[str] | None) -> list[SweepCase]:
     """The cases named by family, case name or site id (all of them without ``only``).
 
@@ -519,12 +524,10 @@ def select_cases(cases: list[SweepCase], only: list[str] | None) -> list[SweepCa
     if not only:
         return cases
     wanted = set(only)
-    unmatched = wanted - {
-        key for case in cases for key in (case.family, case.name, case.scenario.home[0].id)
-    }
+    unmatched = wanted - set().union(*map(_selectors, cases))
     if unmatched:
         raise SumpWatchError(f"no sweep case matches {', '.join(sorted(unmatched))}")
-    return [case for case in cases if wanted & {case.family, case.name, case.scenario.home[0].id}]
+    return [case for case in cases if wanted & _selectors(case)]
 
 
 def build_sweep(seed: int = 1, *, replicas: int = 2, clean_weeks: int = 200) -> list[SweepCase]:
