@@ -410,6 +410,14 @@ def score(
             "or site id (s291); repeatable",
         ),
     ] = None,
+    change_reports: Annotated[
+        bool,
+        typer.Option(
+            "--change-reports/--interval-reports",
+            help="Sweep: pit nodes also report each pump start and stop (the default), "
+            "or report on their interval only, like the shipped ESPHome pit node",
+        ),
+    ] = True,
 ) -> None:
     """Run the simulator's scenarios (or, with --sweep, the varied-house sweep) offline,
     replay them through the detectors and compare with the ground-truth labels:
@@ -418,7 +426,7 @@ def score(
 
     from firmware_sim import report
     from firmware_sim.scoring import score_scenarios, score_sweep
-    from firmware_sim.sweep import build_sweep, select_cases
+    from firmware_sim.sweep import build_sweep, interval_reports_only, select_cases
 
     console = Console()
     try:
@@ -426,6 +434,8 @@ def score(
             cases = select_cases(
                 build_sweep(seed, replicas=replicas, clean_weeks=clean_weeks), only
             )
+            if not change_reports:
+                cases = interval_reports_only(cases)
             result = score_sweep(
                 cases,
                 packs_dir=packs,

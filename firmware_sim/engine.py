@@ -338,7 +338,7 @@ class Simulation:
             if not node.online:
                 continue
             kind = node.spec.kind
-            if kind is NodeKind.PIT:
+            if kind is NodeKind.PIT and home.spec.model.change_reports:
                 for t_ev, ev in home.sim.pump_event_list():
                     # Report-on-change, stamped just before the step's regular sample.
                     when = min(t_ev, end - 0.001)

@@ -201,6 +201,11 @@ class HomeModel(BaseModel):
     discharge_interval_s: float = Field(10.0, gt=0)
     air_interval_s: float = Field(60.0, gt=0)
     air_node: bool = True
+    change_reports: bool = Field(
+        True,
+        description="The pit node also reports at once on every pump start and stop "
+        "(false: on its interval only, as the shipped ESPHome pit node does)",
+    )
     sensor_noise: float = Field(1.0, ge=0, description="Multiplies every sensor's noise")
     dropout: float = Field(0.0, ge=0, le=0.2, description="Share of telemetry messages lost")
     pump_current_sensor: bool = True

@@ -21,7 +21,7 @@ import itertools
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -528,6 +528,29 @@ def select_cases(cases: list[SweepCase], only: list[str] | None) -> list[SweepCa
     if unmatched:
         raise SumpWatchError(f"no sweep case matches {', '.join(sorted(unmatched))}")
     return [case for case in cases if wanted & _selectors(case)]
+
+
+def interval_reports_only(cases: list[SweepCase]) -> list[SweepCase]:
+    """The same cases with pit nodes that report on their interval only.
+
+    Our simulator's pit node also reports at once on each pump start and stop; the
+    shipped ESPHome pit node, and nodes of other makes, do not. Scoring both ways keeps
+    the detectors from leaning on exact run times they will not always get.
+    """
+    return [
+        replace(
+            case,
+            scenario=case.scenario.model_copy(
+                update={
+                    "home": tuple(
+                        h.model_copy(update={"change_reports": False}) for h in case.scenario.home
+                    )
+                }
+            ),
+            dims=tuple(sorted({**case.dim, "pit_reports": "interval"}.items())),
+        )
+        for case in cases
+    ]
 
 
 def build_sweep(seed: int = 1, *, replicas: int = 2, clean_weeks: int = 200) -> list[SweepCase]:

@@ -13,8 +13,10 @@ from firmware_sim.sweep import (
     SHARES,
     SweepCase,
     build_sweep,
+    interval_reports_only,
     select_cases,
 )
+from firmware_sim.offline import build_simulation
 from gateway.errors import SumpWatchError
 
 
@@ -109,3 +111,21 @@ def test_a_sweep_can_be_narrowed_to_families_cases_and_sites(sweep: list[SweepCa
 def test_a_sweep_selector_that_matches_nothing_is_an_error(sweep: list[SweepCase]) -> None:
     with pytest.raises(SumpWatchError, match="no sweep case matches nosuch"):
         select_cases(sweep, ["frozen", "nosuch"])
+
+
+def _pit_times(case: SweepCase, hours: float) -> list[float]:
+    scenario = case.scenario.model_copy(update={"duration_h": hours})
+    sim = build_simulation(scenario, seed=case.seed, step_s=case.step_s)
+    return [m.t_s for m in sim.messages() if m.node_id == "pit" and "/telemetry" in m.topic]
+
+
+def test_interval_reports_leave_out_the_pit_nodes_pump_start_and_stop_reports(
+    sweep: list[SweepCase],
+) -> None:
+    case = select_cases(sweep, ["s156"])[0]  # a fast fall-back valve: many starts
+    plain = interval_reports_only([case])[0]
+    interval = plain.scenario.home[0].pit_interval_s
+    with_changes, interval_only = _pit_times(case, 6.0), _pit_times(plain, 6.0)
+    assert len(with_changes) > len(interval_only) > 0
+    assert all(abs(t / interval - round(t / interval)) < 1e-6 for t in interval_only)
+    assert plain.dim["pit_reports"] == "interval" and plain.family == case.family
