@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+from firmware_sim.offline import build_simulation
 from firmware_sim.sweep import (
     CLEAN_WEEK_H,
     INTERVALS_S,
@@ -16,7 +17,6 @@ from firmware_sim.sweep import (
     interval_reports_only,
     select_cases,
 )
-from firmware_sim.offline import build_simulation
 from gateway.errors import SumpWatchError
 
 
