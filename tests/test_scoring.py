@@ -25,7 +25,7 @@ from firmware_sim.scoring import (
     score_sweep,
     share_delay_target,
 )
-from firmware_sim.sweep import build_sweep, interval_reports_only, smoke_sweep
+from firmware_sim.sweep import SweepCase, build_sweep, interval_reports_only, smoke_sweep
 from gateway.rules.catalog import RULE_IDS
 from gateway.settings import REPO_DIR
 
@@ -214,7 +214,15 @@ def test_a_noisy_clean_house_on_30_s_nodes_raises_no_short_cycling(name: str) ->
     # Two clean site-weeks of the full sweep (3x level noise, 30 s pit node, short
     # lines whose backflow would be under the noise): the excess's own scatter crossed
     # the threshold now and then and opened short cycling four times in all.
+    _assert_a_clean_week_raises_nothing(_sweep_case(name))
+
+
+def _sweep_case(name: str) -> SweepCase:
     (case,) = [c for c in build_sweep(1) if c.name == name]
+    return case
+
+
+def _assert_a_clean_week_raises_nothing(case: SweepCase) -> None:
     week = score_sweep([case], workers=1)
     assert week.clean_weeks == 1
     assert week.total.normal_findings == []
@@ -228,10 +236,8 @@ def test_a_noisy_clean_house_on_30_s_nodes_raises_no_short_cycling(name: str) ->
 )
 @pytest.mark.parametrize("name", ["clean-240", "clean-392"])
 def test_a_clean_week_with_interval_only_pit_reports_raises_no_finding(name: str) -> None:
-    (case,) = interval_reports_only([c for c in build_sweep(1) if c.name == name])
-    week = score_sweep([case], workers=1)
-    assert week.clean_weeks == 1
-    assert week.total.normal_findings == []
+    (case,) = interval_reports_only([_sweep_case(name)])
+    _assert_a_clean_week_raises_nothing(case)
 
 
 def test_the_sweep_report_renders_as_markdown_for_the_docs(smoke: SweepScore) -> None:
