@@ -25,7 +25,13 @@ from firmware_sim.scoring import (
     score_sweep,
     share_delay_target,
 )
-from firmware_sim.sweep import SweepCase, build_sweep, interval_reports_only, smoke_sweep
+from firmware_sim.sweep import (
+    SweepCase,
+    build_sweep,
+    interval_reports_only,
+    select_cases,
+    smoke_sweep,
+)
 from gateway.rules.catalog import RULE_IDS
 from gateway.settings import REPO_DIR
 
@@ -218,7 +224,7 @@ def test_a_noisy_clean_house_on_30_s_nodes_raises_no_short_cycling(name: str) ->
 
 
 def _sweep_case(name: str) -> SweepCase:
-    (case,) = [c for c in build_sweep(1) if c.name == name]
+    (case,) = select_cases(build_sweep(1), [name])
     return case
 
 
