@@ -499,6 +499,7 @@ def _mqtt_source(
         client_id=client_id,
         site_ids=[site.id for site in file_registry],
         on_connection=on_connection,
+        gate=pipeline.writer,
     )
 
 
@@ -517,6 +518,8 @@ async def _assemble(settings: Settings, stack: contextlib.AsyncExitStack) -> _As
         metrics,
         batch_max=settings.store.batch_max,
         interval_s=settings.store.batch_interval_s,
+        # What the broker was told we hold (it may send more: BatchWriter.full).
+        hold_max=settings.mqtt.receive_maximum,
         # `source` is bound below; the writer acks only after it is running.
         ack=lambda tokens: source.ack(tokens),  # noqa: PLW0108 (late binding, see above)
     )

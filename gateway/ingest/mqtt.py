@@ -43,6 +43,7 @@ from gateway.domain import RawMessage
 from gateway.errors import ConfigError
 from gateway.ingest._paho_fastpath import (
     FastPath,
+    Gate,
     OnPublish,
     PlainPath,
     enable_manual_ack,
@@ -199,8 +200,12 @@ class MqttSource:
         site_ids: Iterable[str] = (),
         on_connection: Callable[[bool], None] | None = None,
         partition: SitePartition | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self._mqtt = mqtt
+        #: Bounds what the fast path hands on while earlier messages are uncommitted
+        #: (the batch writer: ``BatchWriter.full``); the plain path has no such bound.
+        self._gate = gate
         self._client_id = client_id
         self._handler = handler
         if partition is None and mqtt.shard is not None and mqtt.shards > 1:
@@ -214,6 +219,7 @@ class MqttSource:
         self._fast: FastPath | PlainPath | None = None
         self._generation = 0
         self.skipped = 0  # other shards' messages acked unprocessed, earlier connections
+        self.pauses = 0  # times the gate stopped the reading, earlier connections
         self.connected = False
         self.last_error: str | None = None
 
@@ -255,7 +261,7 @@ class MqttSource:
                 )
                 v5 = self._mqtt.protocol == "5"
                 path: FastPath | PlainPath = (
-                    FastPath(client, receive, owns, v5=v5)
+                    FastPath(client, receive, owns, v5=v5, gate=self._gate)
                     if self._mqtt.fast_path
                     else PlainPath(client, owns)
                 )
@@ -290,6 +296,8 @@ class MqttSource:
                 self._client = None
                 if self._fast is not None:
                     self.skipped += self._fast.skipped
+                    if isinstance(self._fast, FastPath):
+                        self.pauses += self._fast.pauses
                 self._fast = None
                 self._set_connected(False)
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
