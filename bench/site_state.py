@@ -20,6 +20,7 @@ nodes, only the pit reporting), and prints bytes per site:
 from __future__ import annotations
 
 import argparse
+import enum
 import gc
 import sys
 import tempfile
@@ -87,7 +88,6 @@ def by_part(registry: Any, packs: Any, readings: list[Any]) -> list[tuple[str, i
     }
     for d in mon.detectors().values():
         parts[f"detector {d.rule_id}"] = lambda m, rule=d.rule_id: m.detectors()[rule]
-    parts["engine's node ledgers"] = lambda m: m.nodes
     parts["the monitor object and its dispatch tables"] = lambda m: m
 
     def sizes() -> dict[str, int]:
@@ -104,14 +104,15 @@ def by_part(registry: Any, packs: Any, readings: list[Any]) -> list[tuple[str, i
 
 def deep_size(obj: Any, seen: set[int] | None = None) -> int:
     """Bytes of ``obj`` and everything it refers to, not counting shared immutables of
-    the process (classes, functions, modules, the registry's ``SiteConfig``)."""
+    the process (classes, functions, modules, enum members, the registry's
+    ``SiteConfig``, the rule packs)."""
     from gateway.registry.models import SiteConfig
     from gateway.rules.pack import RulePack
 
     seen = set() if seen is None else seen
     stack = [obj]
     total = 0
-    skip = (type, SiteConfig, RulePack, type(sys), type(deep_size))
+    skip = (type, SiteConfig, RulePack, type(sys), type(deep_size), enum.Enum)
     while stack:
         o = stack.pop()
         if id(o) in seen or isinstance(o, skip) or o is None:
