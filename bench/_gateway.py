@@ -126,7 +126,7 @@ class _Probe:
         if m.stored + m.duplicates != self.done:
             self.done, self.last_commit_at = m.stored + m.duplicates, time.time()
             self.cpu_last = time.process_time()
-        pauses = source.pauses + getattr(fast, "pauses", 0)
+        pauses = getattr(source, "pauses", 0) + getattr(fast, "pauses", 0)
         out = {
             "ready": True,
             "connected": source.connected,

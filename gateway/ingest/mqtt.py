@@ -5,7 +5,10 @@
 * Manual acknowledgements: a message is acked only after the batch holding it is
   committed (see :class:`gateway.store.writer.BatchWriter`). The broker may send at
   most ``receive_maximum`` unacked messages, which is also our back-pressure when
-  the store is slow or down.
+  the store is slow or down; and since Mosquitto 2.0.11 overshoots it when acks come
+  in batches, the fast path also stops reading while the writer holds its
+  ``hold_max`` (``gate``), so what the gateway holds is bounded whatever the broker
+  sends.
 * Reconnects with capped, jittered exponential backoff; one bad message never
   stops the loop (validation never raises).
 
