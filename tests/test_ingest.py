@@ -143,6 +143,30 @@ async def test_a_slow_store_holds_at_most_hold_max_messages_and_loses_none(
     assert gateway.source.pauses + gateway.source._fast.pauses >= 2  # type: ignore[union-attr]
 
 
+async def test_the_source_announces_no_larger_receive_maximum_than_the_writer_holds(
+    gateway_settings: Settings,
+) -> None:
+    class Holding:
+        hold_max = 10_000
+
+        def full(self) -> bool:
+            return False
+
+        def when_room(self, callback: Any) -> None:
+            callback()
+
+    def announced(gate: Any) -> int:
+        source = mqtt_source.MqttSource(
+            gateway_settings.mqtt, lambda raw, token: None, client_id="gw", gate=gate
+        )
+        client = source._make_client()
+        return int(client._properties.ReceiveMaximum)  # type: ignore[union-attr]
+
+    assert gateway_settings.mqtt.receive_maximum == 20_000
+    assert announced(Holding()) == 10_000
+    assert announced(None) == 20_000
+
+
 async def test_the_same_message_delivered_twice_yields_one_row(
     gateway: Runtime, mosquitto: BrokerProcess
 ) -> None:

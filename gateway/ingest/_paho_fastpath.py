@@ -75,6 +75,10 @@ OnPublish = Callable[[str, bytes, int, int, bool, datetime], None]
 class Gate(Protocol):
     """Where the fast path asks whether to take more messages (the batch writer)."""
 
+    #: The most messages it holds (None: no bound); the source announces no larger
+    #: Receive Maximum, so a broker that keeps to it never makes the reading pause.
+    hold_max: int | None
+
     def full(self) -> bool:
         """True while no further message should be taken."""
         ...

@@ -229,6 +229,12 @@ class MqttSource:
     def _make_client(self) -> aiomqtt.Client:
         client_id = self._client_id
         conn = self._mqtt.connection(client_id, persistent=True)
+        hold = None if self._gate is None else self._gate.hold_max
+        if hold is not None and conn.receive_maximum is not None:
+            # Announce no more than the writer holds: a broker keeping to it stops
+            # there and the reading never pauses behind a PINGRESP (a store outage
+            # longer than the keepalive would otherwise cost the connection).
+            conn = conn.replace(receive_maximum=min(conn.receive_maximum, hold))
         return aiomqtt_client(
             conn.replace(will=MqttWill(availability_topic(client_id), AVAILABILITY_OFFLINE))
         )
