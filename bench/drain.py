@@ -19,6 +19,14 @@ Every rate is also printed as a ratio of ``mosquitto_sub``'s, with the load aver
 Usage::
 
     python bench/drain.py [--messages 200000] [--sites 1000] [--node-red] [--no-influx]
+        [--no-sqlite]
+
+Besides the rate it prints, for each gateway, its peak RSS, its CPU a message, and the
+most messages it held: received and not yet committed (``most in flight``), received
+and not yet acknowledged (``most unacked``: the broker's view) and waiting in the batch
+writer (``most pending``). ``BENCH_TRACE=1`` prints the gateway's counters and RSS four
+times a second; ``BENCH_TRACEMALLOC=FILE`` writes its largest Python allocation sites at
+the traced peak (slow: the InfluxDB server may time out under it).
 """
 
 from __future__ import annotations
@@ -129,6 +137,8 @@ def _gateway(
             if (until == 0 and s.get("connected")) or (until and done >= until):
                 cpu = s.get("cpu_last_s", 0.0) - s.get("cpu_first_s", 0.0)
                 IN_FLIGHT["max"] = s.get("in_flight_max", 0)
+                IN_FLIGHT["unacked"] = s.get("unacked_max", 0)
+                IN_FLIGHT["pending"] = s.get("pending_max", 0)
                 return started, s.get("last_commit_at", 0.0), _peak_rss_mb(proc.pid), cpu
             time.sleep(0.01)
         raise SystemExit(f"gateway stored {_status(status)} of {until} in {TIMEOUT_S:.0f} s")
@@ -165,6 +175,8 @@ def gateway(
         "stored": count(),
         "cpu_us": cpu / n * 1e6,
         "in_flight": IN_FLIGHT.get("max", 0),
+        "unacked": IN_FLIGHT.get("unacked", 0),
+        "pending": IN_FLIGHT.get("pending", 0),
     }
 
 
@@ -343,16 +355,18 @@ def print_results(results: dict[str, dict[str, float]], loads: dict[str, float],
     sub = results["mosquitto_sub"]["rate"]
     print(
         f"\n| consumer | msg/s | / mosquitto_sub | stored (of {n:,}) | peak RSS "
-        "| CPU a message | most in flight | load |"
+        "| CPU a message | most in flight | most unacked | most pending | load |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         rss = f"{r['rss_mb']:.0f} MB" if "rss_mb" in r else "-"
         cpu = f"{r['cpu_us']:.1f} us" if "cpu_us" in r else "-"
         flight = f"{r['in_flight']:,.0f}" if "in_flight" in r else "-"
+        unacked = f"{r['unacked']:,.0f}" if "unacked" in r else "-"
+        pending = f"{r['pending']:,.0f}" if "pending" in r else "-"
         print(
             f"| {name} | {r['rate']:,.0f} | {r['rate'] / sub:.2f} | {int(r['stored']):,} "
-            f"| {rss} | {cpu} | {flight} | {loads[name]:.2f} |"
+            f"| {rss} | {cpu} | {flight} | {unacked} | {pending} | {loads[name]:.2f} |"
         )
     if "Node-RED" in results:
         red = results["Node-RED"]["rate"]
@@ -361,14 +375,21 @@ def print_results(results: dict[str, dict[str, float]], loads: dict[str, float],
                 print(f"{name} / Node-RED: {results[name]['rate'] / red:.2f}")
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--sites", type=int, default=1000)
     parser.add_argument("--node-red", action="store_true", help="also Node-RED (npm install)")
     parser.add_argument("--no-influx", action="store_true", help="skip the InfluxDB consumers")
+    parser.add_argument(
+        "--no-sqlite", action="store_true", help="skip the SQLite gateway (mosquitto_sub stays)"
+    )
     parser.add_argument("--profile", type=Path, help="pyinstrument the SQLite drain into this")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
     if args.profile:
         PROFILE["out"] = args.profile
     per_node = args.messages // args.sites
@@ -403,18 +424,19 @@ def main() -> None:
     print(f"{n:,} QoS 1 messages from {args.sites} registered sites, drained by each in turn:")
     try:
         measure("mosquitto_sub", lambda: mosquitto_sub(broker, backlog, n))
-        measure(
-            "gateway, SQLite",
-            lambda: gateway(
-                broker,
-                backlog,
-                n,
-                root / "gw-sqlite",
-                sites,
-                {},
-                lambda: sqlite_count(root / "gw-sqlite" / "data" / "sumpwatch.db"),
-            ),
-        )
+        if not args.no_sqlite:
+            measure(
+                "gateway, SQLite",
+                lambda: gateway(
+                    broker,
+                    backlog,
+                    n,
+                    root / "gw-sqlite",
+                    sites,
+                    {},
+                    lambda: sqlite_count(root / "gw-sqlite" / "data" / "sumpwatch.db"),
+                ),
+            )
         if influx is not None and not args.no_influx:
             db = f"gw_{uuid.uuid4().hex[:8]}"
             env = {

@@ -499,6 +499,7 @@ def _mqtt_source(
         client_id=client_id,
         site_ids=[site.id for site in file_registry],
         on_connection=on_connection,
+        gate=pipeline.writer,
     )
 
 
@@ -517,6 +518,10 @@ async def _assemble(settings: Settings, stack: contextlib.AsyncExitStack) -> _As
         metrics,
         batch_max=settings.store.batch_max,
         interval_s=settings.store.batch_interval_s,
+        # A batch being written and the next one filling: the most the writer needs
+        # to keep its batches full, and never more than the broker was told we hold
+        # (it may send more: BatchWriter.full). Each held message is ~0.7 kB.
+        hold_max=min(settings.mqtt.receive_maximum, 2 * settings.store.batch_max),
         # `source` is bound below; the writer acks only after it is running.
         ack=lambda tokens: source.ack(tokens),  # noqa: PLW0108 (late binding, see above)
     )

@@ -109,6 +109,64 @@ async def test_without_the_fast_path_aiomqtts_own_loop_stores_and_acknowledges_e
         assert await runtime.store.count() == 2000
 
 
+async def test_a_slow_store_holds_at_most_hold_max_messages_and_loses_none(
+    gateway: Runtime, mosquitto: BrokerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The broker may send more than the Receive Maximum (Mosquitto 2.0.11 does when
+    # acks come in batches), and here it may send all 2,000 (the Receive Maximum is
+    # 20,000): what the gateway takes in while its store is slow is bounded by its own
+    # gate; the rest waits unread, and everything is stored once the store answers.
+    gateway.writer.hold_max = 300
+    store_free = asyncio.Event()
+    real_write = gateway.store.write
+
+    async def slow_write(readings: Any) -> int:
+        await store_free.wait()
+        return await real_write(readings)
+
+    monkeypatch.setattr(gateway.store, "write", slow_write)
+    messages = pit_messages(2000, boot="g4te")
+    await asyncio.to_thread(publish, mosquitto.host, mosquitto.port, messages)
+
+    async def held() -> bool:
+        return gateway.metrics.received >= 300
+
+    await wait_until(held, 15)
+    await asyncio.sleep(1.0)  # time for the broker's rest to arrive, were it read
+    assert gateway.metrics.received == 300
+    assert gateway.writer.pending == 300
+    store_free.set()
+    await _stored(gateway, 2000)
+    await asyncio.sleep(0.3)
+    assert await gateway.store.count() == 2000
+    assert gateway.metrics.duplicates == 0
+    assert gateway.source.pauses + gateway.source._fast.pauses >= 2  # type: ignore[union-attr]
+
+
+async def test_the_source_announces_no_larger_receive_maximum_than_the_writer_holds(
+    gateway_settings: Settings,
+) -> None:
+    class Holding:
+        hold_max = 10_000
+
+        def full(self) -> bool:
+            return False
+
+        def when_room(self, callback: Any) -> None:
+            callback()
+
+    def announced(gate: Any) -> int:
+        source = mqtt_source.MqttSource(
+            gateway_settings.mqtt, lambda raw, token: None, client_id="gw", gate=gate
+        )
+        client = source._make_client()
+        return int(client._properties.ReceiveMaximum)  # type: ignore[union-attr]
+
+    assert gateway_settings.mqtt.receive_maximum == 20_000
+    assert announced(Holding()) == 10_000
+    assert announced(None) == 20_000
+
+
 async def test_the_same_message_delivered_twice_yields_one_row(
     gateway: Runtime, mosquitto: BrokerProcess
 ) -> None:

@@ -19,7 +19,7 @@ import ssl
 import struct
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import aiomqtt
 import paho.mqtt.client as paho_mqtt
@@ -72,6 +72,22 @@ def enable_manual_ack(client: aiomqtt.Client) -> None:
 OnPublish = Callable[[str, bytes, int, int, bool, datetime], None]
 
 
+class Gate(Protocol):
+    """Where the fast path asks whether to take more messages (the batch writer)."""
+
+    #: The most messages it holds (None: no bound); the source announces no larger
+    #: Receive Maximum, so a broker that keeps to it never makes the reading pause.
+    hold_max: int | None
+
+    def full(self) -> bool:
+        """True while no further message should be taken."""
+        ...
+
+    def when_room(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once messages may be taken again."""
+        ...
+
+
 class FastPath:
     """Takes over the receive and ack paths of one connected aiomqtt client.
 
@@ -82,6 +98,12 @@ class FastPath:
     DISCONNECT...) is handed whole to paho. It relies on paho internals
     (``_sock_recv``, ``_packet_read``, ``_packet_queue``) that are stable across
     paho 1.6-2.2; tests/test_ingest.py and tests/test_faults.py exercise them.
+
+    With a ``gate`` (the batch writer), a PUBLISH packet is handed on only while the
+    gate is not full; otherwise it stays in our buffer, the socket's reader is removed
+    and the unread messages wait in the kernel and at the broker (unacknowledged, so
+    safe) until the gate calls back. What the gateway holds is then bounded whatever
+    the broker sends. Packets before it (CONNACK, SUBACK, PINGRESP) are read as usual.
     """
 
     def __init__(
@@ -91,8 +113,14 @@ class FastPath:
         owns: Callable[[str], bool] | None = None,
         *,
         v5: bool = True,
+        gate: Gate | None = None,
     ) -> None:
         self._aio = client
+        self._gate = gate
+        #: The socket's descriptor while its reader is removed (the gate is full).
+        self._paused_fd: int | None = None
+        #: Times the gate stopped the reading (a benchmark figure).
+        self.pauses = 0
         self._v5 = v5
         self._owns = owns
         self._not_ours: list[int] = []  # packet ids of other shards' messages, to ack
@@ -175,10 +203,13 @@ class FastPath:
                         return MQTTErrorCode.MQTT_ERR_PROTOCOL
                 if i + length > end:
                     break  # incomplete body
-                count += 1
                 if header & 0xF0 == paho_mqtt.PUBLISH:
+                    if self._gate is not None and self._gated():
+                        break  # the packet stays in our buffer until there is room
+                    count += 1
                     self._publish(header, view[i : i + length], now)
                 else:
+                    count += 1
                     self._for_paho += view[pos : i + length]
                     rc = self._paho._packet_read()
                     if rc != _OK:
@@ -223,6 +254,39 @@ class FastPath:
             self._on_publish(topic, payload, mid, qos, bool(header & 0x01), now)
         except Exception:  # the handler never raises by contract; never drop the link
             log.exception("message handler failed on %r", topic)
+
+    def _gated(self) -> bool:
+        """True when the gate is full; the socket's reader is then off until it calls
+        back (the kernel's receive window, then the broker, hold the rest)."""
+        gate = self._gate
+        if gate is None or not gate.full():
+            return False
+        sock = self._paho._sock
+        if self._paused_fd is None and sock is not None:
+            fd = sock.fileno()
+            asyncio.get_running_loop().remove_reader(fd)
+            self._paused_fd = fd
+            self.pauses += 1
+            gate.when_room(self._resume)
+        return True
+
+    def _resume(self) -> None:
+        """The gate has room: watch the socket again and parse what is buffered."""
+        fd, self._paused_fd = self._paused_fd, None
+        sock = self._paho._sock
+        if fd is None or sock is None or sock.fileno() != fd:
+            return  # the connection closed meanwhile; a new one has its own reader
+        asyncio.get_running_loop().add_reader(fd, self._readable)
+        self._read_again()
+
+    def _readable(self) -> None:
+        """The socket's reader after a pause (what aiomqtt's own reader does)."""
+        try:
+            self._paho.loop_read()
+        except Exception as exc:  # the connection broke, as in aiomqtt's callback
+            disconnected = self._aio._disconnected
+            if not disconnected.done():
+                disconnected.set_exception(exc)
 
     def _read_again(self) -> None:
         if self._paho._sock is None:

@@ -5,7 +5,10 @@
 * Manual acknowledgements: a message is acked only after the batch holding it is
   committed (see :class:`gateway.store.writer.BatchWriter`). The broker may send at
   most ``receive_maximum`` unacked messages, which is also our back-pressure when
-  the store is slow or down.
+  the store is slow or down; and since Mosquitto 2.0.11 overshoots it when acks come
+  in batches, the fast path also stops reading while the writer holds its
+  ``hold_max`` (``gate``), so what the gateway holds is bounded whatever the broker
+  sends.
 * Reconnects with capped, jittered exponential backoff; one bad message never
   stops the loop (validation never raises).
 
@@ -43,6 +46,7 @@ from gateway.domain import RawMessage
 from gateway.errors import ConfigError
 from gateway.ingest._paho_fastpath import (
     FastPath,
+    Gate,
     OnPublish,
     PlainPath,
     enable_manual_ack,
@@ -199,8 +203,12 @@ class MqttSource:
         site_ids: Iterable[str] = (),
         on_connection: Callable[[bool], None] | None = None,
         partition: SitePartition | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self._mqtt = mqtt
+        #: Bounds what the fast path hands on while earlier messages are uncommitted
+        #: (the batch writer: ``BatchWriter.full``); the plain path has no such bound.
+        self._gate = gate
         self._client_id = client_id
         self._handler = handler
         if partition is None and mqtt.shard is not None and mqtt.shards > 1:
@@ -214,12 +222,19 @@ class MqttSource:
         self._fast: FastPath | PlainPath | None = None
         self._generation = 0
         self.skipped = 0  # other shards' messages acked unprocessed, earlier connections
+        self.pauses = 0  # times the gate stopped the reading, earlier connections
         self.connected = False
         self.last_error: str | None = None
 
     def _make_client(self) -> aiomqtt.Client:
         client_id = self._client_id
         conn = self._mqtt.connection(client_id, persistent=True)
+        hold = None if self._gate is None else self._gate.hold_max
+        if hold is not None and conn.receive_maximum is not None:
+            # Announce no more than the writer holds: a broker keeping to it stops
+            # there and the reading never pauses behind a PINGRESP (a store outage
+            # longer than the keepalive would otherwise cost the connection).
+            conn = conn.replace(receive_maximum=min(conn.receive_maximum, hold))
         return aiomqtt_client(
             conn.replace(will=MqttWill(availability_topic(client_id), AVAILABILITY_OFFLINE))
         )
@@ -255,7 +270,7 @@ class MqttSource:
                 )
                 v5 = self._mqtt.protocol == "5"
                 path: FastPath | PlainPath = (
-                    FastPath(client, receive, owns, v5=v5)
+                    FastPath(client, receive, owns, v5=v5, gate=self._gate)
                     if self._mqtt.fast_path
                     else PlainPath(client, owns)
                 )
@@ -290,6 +305,8 @@ class MqttSource:
                 self._client = None
                 if self._fast is not None:
                     self.skipped += self._fast.skipped
+                    if isinstance(self._fast, FastPath):
+                        self.pauses += self._fast.pauses
                 self._fast = None
                 self._set_connected(False)
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))

@@ -6,6 +6,7 @@ for the demo's registry.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, time, timedelta
 from enum import StrEnum
@@ -366,4 +367,41 @@ class SiteRegistry:
 
 def load_registry(path: Path) -> SiteRegistry:
     """Read and validate a registry TOML file (``[[site]]`` tables)."""
-    return SiteRegistry(load_toml(path, _RegistryFile, "site registry").site)
+    return SiteRegistry(share_equal_parts(load_toml(path, _RegistryFile, "site registry").site))
+
+
+_SHARED_FIELDS = ("nodes", "pit", "installation", "installation_history", "waivers")
+_SHARED_STRINGS = ("jurisdiction", "timezone")
+
+
+def share_equal_parts(sites: list[SiteConfig]) -> list[SiteConfig]:
+    """The same sites, with equal immutable parts held once (issue 17 item 2).
+
+    A utility's registry repeats itself: the same three nodes at the same intervals,
+    the default pit, a handful of installations. Parsed, each site had its own copy of
+    each (~4 kB of its ~5.5); here equal parts (same model, same values, same fields
+    set) become one shared object, and the rule-pack and time-zone names one string.
+    The models are frozen and compare equal, so nothing can tell, except memory.
+    Done once, on the freshly parsed sites, before anything else holds them."""
+    parts: dict[object, object] = {}
+
+    def one(value: object) -> object:
+        if isinstance(value, tuple):
+            value = tuple(one(v) for v in value)
+            key: object = (tuple, tuple(id(v) for v in value))
+        elif isinstance(value, BaseModel):
+            key = (type(value), frozenset(value.model_fields_set), value)
+        else:
+            return value
+        try:
+            return parts.setdefault(key, value)
+        except TypeError:  # an unhashable value somewhere inside: kept as parsed
+            return value
+
+    for site in sites:
+        fields = site.__dict__  # frozen: assigned in place, values equal to the parsed
+        for name in _SHARED_FIELDS:
+            fields[name] = one(fields[name])
+        for name in _SHARED_STRINGS:
+            fields[name] = sys.intern(fields[name])
+    return sites

@@ -137,6 +137,8 @@ class NodeLedger:
     """Per node: the newest device time judged, the identities recently seen and
     the open not-evaluated span. Decides what the engine does with a reading."""
 
+    __slots__ = ("_boots", "_span", "newest")
+
     def __init__(self) -> None:
         self.newest: datetime | None = None
         #: Per boot (the last ``BOOTS_KEPT``, oldest first), its numbers seen lately.
@@ -174,6 +176,8 @@ class NodeLedger:
 
 class SiteMonitor:
     """The detectors and shared state of one site; dispatches events by stream."""
+
+    __slots__ = ("_consumers", "_detectors", "nodes", "site", "state")
 
     def __init__(self, site: SiteConfig, pack: RulePack | None, silence_factor: float) -> None:
         self.site = site

@@ -12,7 +12,6 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from gateway.state.database import Database, SqliteDatabase
-from gateway.state.postgres import PostgresDatabase
 
 
 def state_database(sqlite_file: Path, url: SecretStr | str | None = None) -> Database:
@@ -20,5 +19,9 @@ def state_database(sqlite_file: Path, url: SecretStr | str | None = None) -> Dat
     if isinstance(url, SecretStr):
         url = url.get_secret_value()
     if url is not None:
+        # Imported here: psycopg is ~9 MB of a gateway's memory, and an SQLite state
+        # never needs it (issue 17 item 2).
+        from gateway.state.postgres import PostgresDatabase
+
         return PostgresDatabase(url)
     return SqliteDatabase(sqlite_file)

@@ -17,12 +17,13 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-
-import psycopg
+from typing import TYPE_CHECKING
 
 from gateway.aiotasks import cancel_one
 from gateway.state.database import Database
-from gateway.state.postgres import PostgresDatabase
+
+if TYPE_CHECKING:
+    import psycopg
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ class AdvisoryLock:
         that long is ended (``idle_session_timeout``), which frees the lock, so a
         holder that stops checking :meth:`alive` (a frozen or cut-off host) loses it
         within ``lease_s`` even when its TCP connection lingers."""
+        import psycopg  # only with a PostgreSQL state (~9 MB an SQLite gateway never loads)
+
         conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
         if self.lease_s is not None:
             await conn.execute(f"SET idle_session_timeout = {int(self.lease_s * 1000):d}")
@@ -65,6 +68,8 @@ class AdvisoryLock:
         """True while the session holding the lock is still there."""
         if self._conn is None:
             return False
+        import psycopg
+
         try:
             await self._conn.execute("SELECT 1")
         except psycopg.Error:
@@ -76,6 +81,8 @@ class AdvisoryLock:
         conn, self._conn = self._conn, None
         if conn is None:
             return
+        import psycopg
+
         with contextlib.suppress(psycopg.Error):
             await conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(self.name),))
         await conn.close()
@@ -113,6 +120,13 @@ async def run_exclusively(
     """Run ``job`` on one of the gateways sharing ``db`` at a time: here once this
     gateway holds the job's lock (tried every ``retry_s``), stopped if the lock's
     session is lost (checked every ``check_s``). Returns when the job returns."""
+    if db.dialect != "postgresql":
+        await job()
+        return
+    import psycopg
+
+    from gateway.state.postgres import PostgresDatabase
+
     if not isinstance(db, PostgresDatabase):
         await job()
         return

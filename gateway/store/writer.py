@@ -43,6 +43,7 @@ class BatchWriter:
         interval_s: float = 0.05,
         ack: Callable[[Sequence[AckToken]], None] | None = None,
         retry_max_s: float = 10.0,
+        hold_max: int | None = None,
     ) -> None:
         self._store = store
         self._state = state
@@ -58,11 +59,39 @@ class BatchWriter:
         self._full = asyncio.Event()
         self._flush_lock = asyncio.Lock()
         self.last_flush_at: datetime | None = None
+        #: The most items held (received, not yet committed) before the source is asked
+        #: to stop reading (:meth:`full`); None: no bound of ours.
+        self.hold_max = hold_max
+        self._room: list[Callable[[], None]] = []
 
     @property
     def pending(self) -> int:
         """Items waiting to be written."""
         return len(self._items)
+
+    def full(self) -> bool:
+        """True while the writer holds ``hold_max`` items or more: the source should
+        leave further messages with the broker (unread, unacknowledged) until
+        :meth:`when_room` calls back.
+
+        The broker's own bound (the Receive Maximum we send) is not enough: Mosquitto
+        2.0.11 sends past it when PUBACKs arrive in batches, as ours do (a drain into a
+        slow store held 115,000 messages; docs/performance.md)."""
+        return self.hold_max is not None and len(self._items) >= self.hold_max
+
+    def when_room(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (soon, from the event loop) once the writer is not full."""
+        if not self.full():
+            asyncio.get_running_loop().call_soon(callback)
+            return
+        self._room.append(callback)
+
+    def _made_room(self) -> None:
+        if self._room and not self.full():
+            loop = asyncio.get_running_loop()
+            for callback in self._room:
+                loop.call_soon(callback)
+            self._room.clear()
 
     def oldest_pending_age(self) -> float:
         """Seconds the oldest waiting item has waited (0 when none)."""
@@ -111,6 +140,7 @@ class BatchWriter:
                 del self._tokens[:n]
                 if tokens and self._ack is not None:
                     self._ack(tokens)
+                self._made_room()
             self._first_at = None
             self._has_items.clear()
             self._full.clear()
