@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from firmware_sim.scoring import RuleScore, score_sweep
+from firmware_sim.sweep import build_sweep, interval_reports_only, select_cases
 from gateway.domain import FindingChange, Severity
 from gateway.rules.sequences import Faults, MiniSump, engine_for, feed, make_site, opened
 
@@ -156,3 +158,45 @@ def test_valve_seeping_back_over_the_whole_off_period_raises_short_cycling() -> 
     assert opened(feed(engine, sim.run(2 * 3600))) == []
     sim.faults = Faults(check_valve_leak_lpm=2.0)
     assert opened(feed(engine, sim.run(4 * 3600)), "short_cycling")
+
+
+@pytest.mark.parametrize("interval_s", [10, 15])
+def test_failed_valve_refilling_most_of_the_band_is_judged_on_the_last_sample_before_the_restart(
+    interval_s: int,
+) -> None:
+    # The line returns 8 of the band's 10 cm at each stop: the pump restarts within
+    # half a minute, and a pit node reporting on its interval only first sees the
+    # restart mid-run, the pit already drawn down. The level the off period reached
+    # is the last sample's with the pump off.
+    site = make_site(
+        pipe_inside_diameter_in=1.5,
+        line_length_m=12.0,
+        pit_interval_s=interval_s,
+        pit={"pump_on_cm": 28.0, "pump_off_cm": 18.0},
+    )
+    sim = MiniSump(
+        site, START, faults=Faults(check_valve_failed=True), noise=0.5, inflow_jitter=0.1
+    )
+    assert opened(feed(engine_for(site), sim.run(3600)), "short_cycling")
+
+
+def _interval_only_case(name: str) -> RuleScore | None:
+    """The short-cycling score of one sweep case with interval-only pit reports."""
+    (case,) = interval_reports_only(select_cases(build_sweep(1), [name]))
+    return score_sweep([case], workers=1).total.rules.get("short_cycling")
+
+
+def test_failed_valve_restarting_between_interval_only_pit_reports_is_found() -> None:
+    # Sweep case s162: a 26 L line on a 10 s pit node that reports on its interval
+    # only; after the valve fails the pump restarts every ~30 s.
+    rs = _interval_only_case("check_valve-162")
+    assert rs is not None and rs.detected_labels == rs.labels == 1
+
+
+def test_rain_cycling_faster_than_the_pit_node_reports_is_not_short_cycling() -> None:
+    # Sweep case s160: healthy valve, heavy rain, 30 s pit node reporting on its
+    # interval only. The cycles (~36 s) are faster than the reports: the pump-off
+    # samples step down the sawtooth from one cycle to the next (the level falls
+    # with the pump "off"), which no single off period can do.
+    rs = _interval_only_case("check_valve-160")
+    assert rs is None or rs.findings == 0

@@ -122,6 +122,12 @@ SHORT_CYCLE_CLEAR_MAX = 0
 #: site's own excess (its scatter over the last SHORT_CYCLE_HISTORY periods).
 SHORT_CYCLE_SE_FACTOR = 2.0
 SHORT_CYCLE_HISTORY = 12
+#: With the pump off the level only rises (the pump is the pit's only outlet; a
+#: liner seeping out in dry weather loses mm an hour): pump-off samples whose fitted
+#: fall over their span exceeds FALL_SIGMAS standard errors of that fit, and at
+#: least FALL_MIN_CM, straddle runs no sample saw and are not one off period.
+FALL_SIGMAS = 3.0
+FALL_MIN_CM = 1.0
 
 # --- continuous run (stuck float) ------------------------------------------------
 #: A normal cycle empties the band between the marks in well under a minute; a

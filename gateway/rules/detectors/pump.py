@@ -44,6 +44,8 @@ from gateway.rules.thresholds import (
     CONTINUOUS_LOW_LEVEL_MARGIN_CM,
     CONTINUOUS_MIN_RUN,
     CONTINUOUS_STARVED_SHARE,
+    FALL_MIN_CM,
+    FALL_SIGMAS,
     FALLBACK_RATE_MAX_AGE,
     HIGH_WATER_CLEAR_MARGIN_CM,
     HIGH_WATER_SAMPLES,
@@ -211,16 +213,42 @@ class _Pending:
     pressures: list[float] = field(default_factory=list)
 
 
+def _times(samples: list[PitSample]) -> list[float]:
+    """Seconds of each sample after the first."""
+    t0 = samples[0].ts
+    return [(x.ts - t0).total_seconds() for x in samples]
+
+
+def _sxx(xs: list[float]) -> float:
+    """Sum of squared deviations from the mean (a fitted slope's sigma is noise / sqrt)."""
+    mx = sum(xs) / len(xs)
+    return sum((x - mx) ** 2 for x in xs)
+
+
 def _fit(samples: list[PitSample]) -> tuple[float, float]:
     """Least-squares level rate (cm/s) and the fitted level at the first sample."""
-    t0 = samples[0].ts
-    xs = [(x.ts - t0).total_seconds() for x in samples]
+    xs = _times(samples)
     ys = [x.level_cm for x in samples]
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
+    sxx = _sxx(xs)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
     return slope, my - slope * mx
+
+
+def _falls(samples: list[PitSample], noise_cm: float) -> bool:
+    """The level falls over these pump-off samples by more than its noise can: the
+    fitted rise over their span is below minus ``FALL_SIGMAS`` standard errors of
+    that fit, and at least ``FALL_MIN_CM``."""
+    if len(samples) < 3:
+        return False
+    xs = _times(samples)
+    sxx = _sxx(xs)
+    if sxx <= 0:
+        return False
+    rate, _ = _fit(samples)
+    span = xs[-1]
+    return rate * span < -max(FALL_MIN_CM, FALL_SIGMAS * noise_cm / math.sqrt(sxx) * span)
 
 
 class ShortCyclingDetector:
@@ -302,8 +330,19 @@ class ShortCyclingDetector:
 
     def _excess(self, p: _Pending, state: SiteState) -> float | None:
         """Front-loaded rise of one off period over its late inflow, cm."""
-        stop = p.cycle.last_on_ts  # the pump stopped after this sample
+        c = p.cycle
+        stop = c.last_on_ts  # the pump stopped after this sample
         off = [x for x in p.samples if not x.pump_on]
+        if _falls(off, state.cycles.level_noise_cm()):
+            # With the pump off the level cannot fall (the pump is the pit's only
+            # outlet): these samples straddle runs no sample saw (cycles faster
+            # than the pit's interval), not one off period.
+            return None
+        if p.samples[-1].pump_on and off and p.samples[-1].level_cm < off[-1].level_cm:
+            # The restart sample was taken after the pump had drawn the pit down
+            # (a node that reports on its interval only): the level the period
+            # reached is the last off sample's.
+            p = _Pending(c, [*p.samples[:-1]], p.pressures)
         end = p.samples[-1].ts
         late_from = p.cycle.end_ts + max(
             BACKFLOW_WINDOW, (end - p.cycle.end_ts) * BACKFLOW_LATE_FROM
