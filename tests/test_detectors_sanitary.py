@@ -14,7 +14,7 @@ from gateway.rules.detectors.sanitary import (
     _Block,
     weighted_median,
 )
-from gateway.rules.physics import inflow_trend_error
+from gateway.rules.physics import inflow_trend_error, run_span, sure_run
 from gateway.rules.sequences import Faults, MiniSump, engine_for, feed, make_site, opened
 
 START = datetime(2026, 6, 1, tzinfo=UTC)
@@ -441,3 +441,51 @@ def test_short_off_periods_of_a_steady_inflow_keep_the_inflow_as_measured() -> N
     # the inflow is as good as when it was last measured.
     offs = [80, 70, 90, 75, 85, 68, 88, 72, 82, 78]
     assert _stale_errors(offs, measured=2)[2:] == [0.0] * 8
+
+
+# --- pit nodes that sample on an interval only (issue 14, seventh round) ---------
+
+
+def test_the_certain_part_of_a_run_seen_once_starts_near_that_sample() -> None:
+    # The pit saw the pump on once, 4 cm below where it started: the pump had run at
+    # least 4 cm / the fastest it can drain, not half the interval since the sample
+    # before. An outlet sample read between the two says nothing about the outlet.
+    state = SiteState(SiteContext(make_site(destination="grade"), None), timedelta(hours=1))
+    c = PumpCycle(
+        before_ts=START,
+        first_on_ts=START + timedelta(seconds=30),
+        last_on_ts=START + timedelta(seconds=30),
+        end_ts=START + timedelta(seconds=60),
+        start_level_cm=40.0,
+        low_level_cm=20.0,
+        seen=True,
+        first_on_level_cm=36.0,
+        last_on_level_cm=36.0,
+    )
+    certain = sure_run(c, state)
+    assert certain is not None
+    assert run_span(c, state)[0] < START + timedelta(seconds=16)
+    assert certain[0] >= START + timedelta(seconds=27)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 5])
+def test_clean_sparse_nodes_on_one_clock_raise_no_finding(seed: int) -> None:
+    # Pit and outlet sampled every 30 s at the same instants (one node may carry both),
+    # runs of ~16 s: a run is seen by both or by neither, and its line fills for
+    # seconds after the start before the outlet flows.
+    site = make_site(destination="grade", pit_interval_s=30, outlet_interval_s=30)
+    sim = MiniSump(
+        site, START, noise=1.0, seed=seed, outlet_offset_s=0, inflow_jitter=0.1, true_line_m=20.0
+    )
+    assert opened(feed(engine_for(site), sim.run(24 * 3600)), "sanitary_discharge") == []
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_noisy_sparse_pit_node_raises_no_finding(seed: int) -> None:
+    # Three times the usual level noise at 30 s: a run's own fall rate from two
+    # readings 30 s apart is off by a quarter, the learned rate by a few %.
+    site = make_site(destination="grade", pit_interval_s=30, outlet_interval_s=30)
+    sim = MiniSump(
+        site, START, noise=3.0, seed=seed, outlet_offset_s=15, inflow_jitter=0.1, true_line_m=20.0
+    )
+    assert opened(feed(engine_for(site), sim.run(24 * 3600)), "sanitary_discharge") == []

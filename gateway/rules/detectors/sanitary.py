@@ -71,6 +71,7 @@ from gateway.rules.physics import (
     pit_pump_lpm,
     pumped_litres,
     run_span,
+    sure_run,
 )
 from gateway.rules.thresholds import (
     BACKFLOW_MIN_CM,
@@ -150,6 +151,8 @@ CALIB_MAX_PIT_REL = CUSUM_REFERENCE
 #: The fills a trend of the inflow is fitted to: a storm's inflow rises and recedes
 #: over about an hour.
 TREND_SPAN = timedelta(hours=1)
+#: Blocks of untimed runs whose mean run time sets how many runs the next one pools.
+UNTIMED_HISTORY = 9
 #: Off periods whose median length tells how the inflow moved since the last fill
 #: was measured (each is read to a pit interval).
 STALE_OFF_PERIODS = 3
@@ -196,8 +199,12 @@ class _Block:
     #: lag of the fills' median behind a rising or receding inflow, the same for
     #: every block of a storm (``physics.inflow_trend_error``).
     trend_var: float = 0.0
-    #: Variance (s^2) of the block's run time from the pit.
+    #: Variance (s^2) of the block's run time from the pit, for runs timed from the
+    #: learned net rate; and the runs timed from sample midpoints only (their count
+    #: and summed seconds: their variance is the block's, see ``_run_var``).
     run_var: float = 0.0
+    untimed_runs: int = 0
+    untimed_s: float = 0.0
     #: Outlet samples the block's outlet volume rests on (its information).
     info: float = 0.0
 
@@ -325,6 +332,8 @@ class SanitaryDischargeDetector:
         #: of the off period the latest fill was measured in.
         self._prev_end: datetime | None = None
         self._off_s: deque[float] = deque(maxlen=3 * STALE_OFF_PERIODS)
+        #: Mean estimated run time of the untimed runs of each recent block, s.
+        self._untimed_mean: deque[float] = deque(maxlen=UNTIMED_HISTORY)
         self._fill_off_s: deque[float] = deque(maxlen=STALE_OFF_PERIODS)
         interval = state.outlet.interval_s
         self._outlet_wait = max(OUTLET_LAG_MIN, timedelta(seconds=1.5 * interval))
@@ -436,6 +445,7 @@ class SanitaryDischargeDetector:
         # term uncertain by more than half the smallest share to detect cannot show
         # that share either.
         uncertain_l = inflow_l * max(state.cycles.fill_rate_spread(), SCATTER_FLOOR)
+        bounded = False
         if inflow_l > MAX_INFLOW_SHARE * pit_l or uncertain_l > CUSUM_REFERENCE * pit_l:
             # Only the drawdown is sure: the pump moved at least that much. A block
             # with such a lower bound can show a dry outlet (no flow while the pump
@@ -444,12 +454,9 @@ class SanitaryDischargeDetector:
             if pit_l < max(MIN_CYCLE_VOLUME_L, MIN_BAND_SHARE * state.ctx.band_l):
                 self._skip(c, state)
                 return None
-            self._block.bounded = True
-        inflow_var, noise_var, trend_var = self._pit_variance(c, settled, state, stale_error)
-        self._block.pit_var += inflow_var + noise_var
-        self._block.inflow_var += inflow_var
-        self._block.trend_var += trend_var
-        return self._add_pooled(c, pit_l, state)
+            bounded = True
+        variances = self._pit_variance(c, settled, state, stale_error)
+        return self._add_pooled(c, pit_l, state, variances, bounded)
 
     @staticmethod
     def _pit_variance(
@@ -514,7 +521,14 @@ class SanitaryDischargeDetector:
             return 0.0
         return abs(change) * state.cycles.fill_rate_cm_s()
 
-    def _add_pooled(self, c: PumpCycle, pit_l: float, state: SiteState) -> Verdict | None:
+    def _add_pooled(
+        self,
+        c: PumpCycle,
+        pit_l: float,
+        state: SiteState,
+        variances: tuple[float, float, float],
+        bounded: bool,
+    ) -> Verdict | None:
         """Pool the cycle into the open block; judge the block once the outlet has had
         enough samples inside runs that its volume is known, not guessed.
 
@@ -527,18 +541,38 @@ class SanitaryDischargeDetector:
         """
         lag = self._line_lag(state) + self._outlet_wait
         end = c.end_ts + lag
+        window = state.outlet.between(c.before_ts, end)
+        sure, wet_offsets, dry_offsets = self._run_samples(c, state, end)
+        verdict: Verdict | None = None
+        if self._block.wet_flows and sure and all(o.flow_lpm < FLOW_PRESENT_LPM for o in window):
+            # A run whose outlet read dry while the pump surely ran (and had filled the
+            # line) is not pooled with runs that flowed: the flowing runs' rate x this
+            # run's time would count water its own samples say never came. The open
+            # block is judged on its own, and this run starts the next.
+            closing, self._block = self._block, _Block()
+            verdict = self._close_block(closing, state)
         b = self._block
+        inflow_var, noise_var, trend_var = variances
+        b.pit_var += inflow_var + noise_var
+        b.inflow_var += inflow_var
+        b.trend_var += trend_var
+        b.bounded = b.bounded or bounded
+        b.sure_dry += len(sure)
+        b.wet_offsets += wet_offsets
+        b.dry_offsets += dry_offsets
         b.outlet_l += self._outlet_litres(state, self._integrated_to or c.before_ts, end)
         self._integrated_to = end
-        window = state.outlet.between(c.before_ts, end)
         b.samples += [o.flow_lpm for o in window]
         b.wet_flows = [x for x in b.samples if x >= FLOW_PRESENT_LPM]
         timed = state.cycles.net_rate_cm_s() is not None
         b.timed = b.timed and timed
         run_s = self._run_seconds(c, state, timed)
         b.run_s += run_s
-        b.run_var += self._run_variance(run_s, state, timed)
-        self._pool_run_samples(c, state, end, b)
+        if timed:
+            b.run_var += self._run_variance(run_s, state, timed)
+        else:
+            b.untimed_runs += 1
+            b.untimed_s += run_s
         # How many outlet samples fall inside a run is floor or ceil of its length in
         # intervals (phase random), and that length is itself only estimated from
         # the pit: each run's count is taken as uncertain by the worst case, 1/4.
@@ -552,19 +586,55 @@ class SanitaryDischargeDetector:
         # inside runs all dry, or the count of in-run samples known to BLOCK_REL_ERROR.
         dry = not b.wet_flows and b.sure_dry >= MIN_SURE_DRY_SAMPLES
         known = dry or len(b.wet_flows) >= MIN_RATE_SAMPLES or (counted and bool(b.wet_flows))
+        if b.untimed_runs and not dry:
+            known = b.cycles >= self._untimed_block_cycles(b, state)
         if not known and b.cycles < BLOCK_MAX_CYCLES:
-            return None
+            return verdict
         self._block = _Block()
-        return self._close_block(b, state)
+        if b.untimed_runs:
+            self._untimed_mean.append(b.untimed_s / b.untimed_runs)
+        return self._close_block(b, state) or verdict
 
-    def _pool_run_samples(self, c: PumpCycle, state: SiteState, end: datetime, b: _Block) -> None:
-        """Count the outlet samples inside this run that can show a dry outlet, and
-        keep every sample's offset from the run's start (the flowing window's data)."""
+    def _untimed_block_cycles(self, b: _Block, state: SiteState) -> int:
+        """Cycles a block of runs the pit cannot time pools before it is judged.
+
+        Such a run counts a pit interval if a sample saw it, 0 if none did: unbiased
+        only over a number of runs fixed in advance. Closing the block at its second
+        flowing outlet sample (as timed blocks do) would stop on the very event that
+        makes the estimate large where pit and outlet share a clock: blocks would
+        end on a seen run, and read too much outlet water for their cycles. So the
+        block pools the runs its estimate needs to be known to ``BLOCK_REL_ERROR``
+        (relative variance (I - D) / (n x D) for runs of D s at pit interval I), D
+        from the site's earlier blocks, never this one's."""
+        node = state.ctx.site.node_of_kind(NodeKind.PIT)
+        interval = node.interval_s if node is not None else 0.0
+        history = [d for d in self._untimed_mean if d > 0]
+        mean = _median(history) if history else b.untimed_s / b.untimed_runs
+        if mean <= 0 or mean >= interval:
+            return 1
+        need = (interval - mean) / (mean * BLOCK_REL_ERROR**2)
+        return min(BLOCK_MAX_CYCLES, math.ceil(need))
+
+    def _run_samples(
+        self, c: PumpCycle, state: SiteState, end: datetime
+    ) -> tuple[list[OutletSample], list[float], list[float]]:
+        """The outlet samples inside this run that can show a dry outlet, and every
+        sample's offset from the run's start, flowing and dry (the flowing window's
+        data)."""
         # Only outlet samples inside a run (after the line's fill time) can show a dry
         # outlet: short regular runs can fall between samples cycle after cycle (the
         # pump's period locks to the node's), and a missing flow says nothing then.
-        run_start, run_end = run_span(c, state)
-        sure = state.outlet.between(run_start + self._line_lag(state), run_end)
+        # Inside the part of the run the pit makes certain (``physics.sure_run``), not
+        # the best estimate of the run: a pit node sampling on an interval places a
+        # start only to half an interval, and an outlet sample read before the pump
+        # ran (or before it filled the line) is no dry outlet.
+        run_start, _run_end = run_span(c, state)
+        certain = sure_run(c, state)
+        sure = (
+            state.outlet.between(certain[0] + self._line_lag(state), certain[1])
+            if certain is not None
+            else []
+        )
         # The site's learned flowing window holds only while the line is held full
         # behind its check valve (no water came back after this or the last stop),
         # and offsets from the start mean something only where the pit saw the
@@ -576,10 +646,12 @@ class SanitaryDischargeDetector:
             lo, hi = flowing
             learned = [o for o in seen if lo <= (o.ts - run_start).total_seconds() <= hi]
             sure = sorted(set(sure) | set(learned), key=lambda o: o.ts)
-        b.sure_dry += len(sure)
+        wet: list[float] = []
+        dry: list[float] = []
         for o in seen:
             offset = (o.ts - run_start).total_seconds()
-            (b.wet_offsets if o.flow_lpm >= FLOW_PRESENT_LPM else b.dry_offsets).append(offset)
+            (wet if o.flow_lpm >= FLOW_PRESENT_LPM else dry).append(offset)
+        return sure, wet, dry
 
     def _close_block(self, b: _Block, state: SiteState) -> Verdict | None:
         """The closed block's balance (pit volume vs outlet volume), judged."""
@@ -638,6 +710,25 @@ class SanitaryDischargeDetector:
             start, end = run_span(c, state)
             return (end - start).total_seconds()
         return 0.0
+
+    @staticmethod
+    def _run_var(b: _Block, state: SiteState) -> float:
+        """Variance (s^2) of the block's run time: the timed runs' and the untimed ones'.
+
+        A run the pit cannot time (no net rate learned) counts its midpoint span if a
+        sample saw it and 0 if none did. For runs of D s under the pit interval I the
+        span is I, seen with chance D / I: each run's estimate is I or 0, unbiased,
+        with variance D x (I - D), the whole of the estimate's size when D is half
+        of I. (Midpoint edges alone, 2 x I^2 / 12, hold only for runs longer than I.)
+        D is the block's own mean; where the pump's period locks to the node's clock
+        the seen share drifts slowly, which the persistence factor carries."""
+        if not b.untimed_runs:
+            return b.run_var
+        node = state.ctx.site.node_of_kind(NodeKind.PIT)
+        interval = node.interval_s if node is not None else 0.0
+        mean = b.untimed_s / b.untimed_runs
+        each = mean * (interval - mean) if mean < interval else interval**2 / 6.0
+        return b.run_var + b.untimed_runs * each
 
     @staticmethod
     def _run_variance(run_s: float, state: SiteState, timed: bool) -> float:
@@ -734,16 +825,18 @@ class SanitaryDischargeDetector:
         return (1 + rho) / (1 - rho)
 
     @staticmethod
-    def _block_sigma(b: _Block, unit: float) -> float:
+    def _block_sigma(b: _Block, unit: float, run_var: float | None = None) -> float:
         """One block's share uncertainty: the outlet side by the samples it rests on,
         the pit side by its own inflow and level-noise variance, and a floor (the
-        calibrated normal is itself known only to a few %)."""
+        calibrated normal is itself known only to a few %). ``run_var`` is the
+        block's run-time variance (``_run_var``; the timed runs' alone if None)."""
         pit_rel = b.pit_var / b.pit_l**2 if b.pit_l > 0 else 1.0
         # A rate volume (flow x run time) carries the run time's error too. A dry
         # block's outlet volume is zero to the meter's idle noise: its samples fell
         # surely inside runs (after the line's fill time), and none of them flowed;
         # only its pit side is uncertain.
-        run_rel = b.run_var / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
+        runs = b.run_var if run_var is None else run_var
+        run_rel = runs / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
         outlet = unit**2 / max(b.info, 1.0) + run_rel if b.wet_flows else 0.0
         return math.sqrt(outlet + pit_rel + BLOCK_SIGMA_FLOOR**2)
 
@@ -764,7 +857,7 @@ class SanitaryDischargeDetector:
         normal, unit, calibrated = self._normal()
         share = max(-1.5, min(1.0, b.balance.share_diverted(normal)))
         share = self._refill_explained(b, share, state)
-        sigma = self._block_sigma(b, unit)
+        sigma = self._block_sigma(b, unit, self._run_var(b, state))
         persistence = self._persistence(normal) if calibrated else 1.0
         self._cusum(share, sigma * math.sqrt(persistence))
         result = BlockResult(b.end, b.cycles, b.balance.pit_l, b.balance.outlet_l, share)
@@ -821,7 +914,7 @@ class SanitaryDischargeDetector:
         if max(inflow_rel, trend_rel) <= CALIB_MAX_PIT_REL**2:
             self._calib.append(ratio)
             self._calib_weight.append(1.0 / sigma**2)
-            run_rel = b.run_var / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
+            run_rel = self._run_var(b, state) / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
             self._calib_info.append((ratio, pit_rel + run_rel, b.info))
         self._calib_wet.extend(b.wet_offsets)
         self._calib_dry.extend(b.dry_offsets)
