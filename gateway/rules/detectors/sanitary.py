@@ -151,6 +151,15 @@ CALIB_MAX_PIT_REL = CUSUM_REFERENCE
 #: The fills a trend of the inflow is fitted to: a storm's inflow rises and recedes
 #: over about an hour.
 TREND_SPAN = timedelta(hours=1)
+#: A flowing reading under this share of its block's highest is a fraction of the rate
+#: (an instant meter's noise is a few %, a tee lowers every reading alike) ...
+PARTIAL_READING_SHARE = 0.7
+#: ... and a meter whose blocks show at least this share of such readings (median)
+#: averages over its interval: at 30 s with 40 s runs most of its readings do, at an
+#: instant meter next to none.
+AVERAGING_PARTIAL_SHARE = 0.25
+#: Outlet readings further apart than this many intervals leave a hole in the volume.
+OUTLET_GAP_FACTOR = 1.5
 #: Blocks of untimed runs whose mean run time sets how many runs the next one pools.
 UNTIMED_HISTORY = 9
 #: Off periods whose median length tells how the inflow moved since the last fill
@@ -332,6 +341,9 @@ class SanitaryDischargeDetector:
         #: of the off period the latest fill was measured in.
         self._prev_end: datetime | None = None
         self._off_s: deque[float] = deque(maxlen=3 * STALE_OFF_PERIODS)
+        #: Share of each recent block's flowing readings that were fractions of its
+        #: highest: what kind of meter the outlet has (``_averaging_meter``).
+        self._partial: deque[float] = deque(maxlen=CALIBRATION_KEEP)
         #: Mean estimated run time of the untimed runs of each recent block, s.
         self._untimed_mean: deque[float] = deque(maxlen=UNTIMED_HISTORY)
         self._fill_off_s: deque[float] = deque(maxlen=STALE_OFF_PERIODS)
@@ -433,6 +445,9 @@ class SanitaryDischargeDetector:
         if not drained or not big:
             self._skip(c, state)
             return None  # blocked line (it never drains the pit) or float chatter
+        if self._outlet_gap(c, state):
+            self._skip(c, state)
+            return None  # a lost outlet message took its water with it: unobserved
         # In a storm the pump mostly moves the inflow during its run, and that inflow
         # is only known from the fills before it: the balance says little then. (The
         # inflow *during the run* decides; the settling span after it is pit level.)
@@ -659,14 +674,31 @@ class SanitaryDischargeDetector:
             return None  # no run timed or no outlet sample: says nothing
         if not b.wet_flows and b.sure_dry < MIN_SURE_DRY_SAMPLES:
             return None  # no flowing sample, and too few inside runs: unobserved
-        # The outlet's flow rate while running x the pit's run time once enough flowing
-        # samples show the rate: a tee or hose lowers the rate, while sampling that
-        # aliases with short runs (or a line that drains and refills) only moves
-        # volume between samples. With fewer, the counted volume, or the rate-based
-        # one where larger (aliasing can hide samples, never add water).
+        # Two readings of the outlet's volume, each right for one kind of meter, and the
+        # larger is taken: water is called missing only when both say so.
+        # - The outlet's flow rate while running x the pit's run time, once enough
+        #   flowing samples show the rate: right for a meter that reads the flow at
+        #   the sample's instant (a tee or hose lowers the rate, while sampling that
+        #   aliases with short runs, or a line that drains and refills, only moves
+        #   volume between samples).
+        # - The counted volume (each reading held back to the one before): exact for
+        #   a pulse counter, which reports the mean flow since its last report (the
+        #   shipped ESPHome outlet node does). Its readings of a run shorter than the
+        #   interval are fractions of the rate, and their median x the run time
+        #   would read most of the water as gone.
+        #   Which meter a site has shows in its readings: an instant meter reads a
+        #   run at its rate (or not at all), a pulse counter reads the intervals a
+        #   run's start or stop fell in as fractions of it (``_averaging_meter``).
+        #   A block resting on the rate alone needs that rate shown by two readings
+        #   of an instant meter; otherwise the counted volume holds too.
         by_rate = _median(b.wet_flows) * b.run_s / 60.0 if b.wet_flows else 0.0
         rate_known = len(b.wet_flows) >= MIN_RATE_SAMPLES
-        b.balance = Balance(b.pit_l, by_rate if rate_known else max(b.outlet_l, by_rate))
+        if len(b.wet_flows) >= 2:
+            top = max(b.wet_flows)
+            partial = sum(1 for x in b.wet_flows if x < PARTIAL_READING_SHARE * top)
+            self._partial.append(partial / len(b.wet_flows))
+        by_rate_only = rate_known and not self._averaging_meter()
+        b.balance = Balance(b.pit_l, by_rate if by_rate_only else max(b.outlet_l, by_rate))
         # What the outlet volume rests on: the flowing samples that gave its rate, the
         # samples inside runs that read dry, or the in-run samples it was counted from.
         if rate_known:
@@ -683,6 +715,34 @@ class SanitaryDischargeDetector:
         if self._integrated_to is not None and c.before_ts > self._integrated_to:
             self._block.outlet_l += self._outlet_litres(state, self._integrated_to, c.before_ts)
         self._integrated_to = c.end_ts + self._line_lag(state) + self._outlet_wait
+
+    def _averaging_meter(self) -> bool:
+        """Whether this site's outlet meter reads the mean flow since its last report
+        (a pulse counter) rather than the flow at the instant: a fair share of its
+        flowing readings, block after block, are fractions of the block's highest
+        (the intervals a run started or stopped in). An instant meter's readings
+        sit at the outlet's rate, give or take its noise (a tee lowers every one of
+        them alike). Unknown (False) before any block had two flowing readings."""
+        if not self._partial:
+            return False
+        return _median(list(self._partial)) >= AVERAGING_PARTIAL_SHARE
+
+    def _outlet_gap(self, c: PumpCycle, state: SiteState) -> bool:
+        """Whether an outlet message is missing around this run (from the sample
+        before it to the line's lag after it): two readings further apart than
+        ``OUTLET_GAP_FACTOR`` intervals. A pulse counter's lost report takes its
+        interval's litres with it, and an instant meter's the run's only reading;
+        either way the run's outlet volume is not known, and reading it as low would
+        call a lost message water gone elsewhere."""
+        interval = state.outlet.interval_s
+        gap = timedelta(seconds=OUTLET_GAP_FACTOR * interval)
+        end = c.end_ts + self._line_lag(state) + self._outlet_wait
+        pts = state.outlet.between(c.before_ts - gap, end)
+        # The judge waits for the outlet up to the stop plus one wait, not the lag.
+        waited = c.end_ts + self._outlet_wait
+        if not pts or pts[0].ts > c.before_ts or waited - pts[-1].ts > gap:
+            return True
+        return any(b.ts - a.ts > gap for a, b in pairwise(pts))
 
     @staticmethod
     def _outlet_litres(state: SiteState, start: datetime, end: datetime) -> float:
