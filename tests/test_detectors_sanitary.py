@@ -388,6 +388,7 @@ def test_a_block_resting_on_a_storms_trending_inflow_does_not_calibrate_the_rati
     # Its scatter-based inflow error is small (the fills agree with each other),
     # but the fills' trend puts the inflow used 20 % of the block's volume off.
     d = _detector()
+    d._wet_readings = 40  # an instant meter, known as such
     state = SiteState(SiteContext(make_site(destination="grade"), None), timedelta(hours=1))
     storm = _Block(
         pit_l=60.0,

@@ -83,6 +83,7 @@ from gateway.rules.thresholds import (
     CUSUM_REFERENCE,
     CYCLE_END_TOLERANCE_CM,
     DIVERTED_LOOKING,
+    FLOW_ABSENT_LPM,
     FLOW_PRESENT_LPM,
     HEALTHY_RATIO_HIGH,
     HEALTHY_RATIO_LOW,
@@ -154,10 +155,18 @@ TREND_SPAN = timedelta(hours=1)
 #: A flowing reading under this share of its block's highest is a fraction of the rate
 #: (an instant meter's noise is a few %, a tee lowers every reading alike) ...
 PARTIAL_READING_SHARE = 0.7
-#: ... and a meter whose blocks show at least this share of such readings (median)
-#: averages over its interval: at 30 s with 40 s runs most of its readings do, at an
-#: instant meter next to none.
-AVERAGING_PARTIAL_SHARE = 0.25
+#: ... and a meter with at least this share of such readings averages over its
+#: interval: pulse counters show 0.13-0.49 (long runs at 10 s to 16 s runs at 30 s),
+#: instant meters next to none.
+AVERAGING_PARTIAL_SHARE = 0.1
+#: Flowing readings seen before the meter's kind is judged (until then both volumes
+#: must show the water missing).
+METER_KIND_READINGS = 20
+#: A pulse counter's zero reading counts as a dry outlet only where the overlap of its
+#: interval with the certain run would have read this many times the flowing level
+#: at the site's normal flow, and at least this many seconds.
+COUNTED_OVERLAP_MARGIN = 2.0
+MIN_COUNTED_OVERLAP_S = 3.0
 #: Outlet readings further apart than this many intervals leave a hole in the volume.
 OUTLET_GAP_FACTOR = 1.5
 #: Blocks of untimed runs whose mean run time sets how many runs the next one pools.
@@ -341,9 +350,11 @@ class SanitaryDischargeDetector:
         #: of the off period the latest fill was measured in.
         self._prev_end: datetime | None = None
         self._off_s: deque[float] = deque(maxlen=3 * STALE_OFF_PERIODS)
-        #: Share of each recent block's flowing readings that were fractions of its
-        #: highest: what kind of meter the outlet has (``_averaging_meter``).
-        self._partial: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        #: Flowing readings of blocks with two or more, and how many of them were
+        #: fractions of their block's highest: the outlet meter's kind
+        #: (``_averaging_meter``).
+        self._wet_readings = 0
+        self._partial_readings = 0
         #: Mean estimated run time of the untimed runs of each recent block, s.
         self._untimed_mean: deque[float] = deque(maxlen=UNTIMED_HISTORY)
         self._fill_off_s: deque[float] = deque(maxlen=STALE_OFF_PERIODS)
@@ -558,6 +569,8 @@ class SanitaryDischargeDetector:
         end = c.end_ts + lag
         window = state.outlet.between(c.before_ts, end)
         sure, wet_offsets, dry_offsets = self._run_samples(c, state, end)
+        if not sure and self._averaging_meter() and self._counted_dry(window, pit_l, state):
+            sure = window[-1:]
         verdict: Verdict | None = None
         if self._block.wet_flows and sure and all(o.flow_lpm < FLOW_PRESENT_LPM for o in window):
             # A run whose outlet read dry while the pump surely ran (and had filled the
@@ -625,7 +638,9 @@ class SanitaryDischargeDetector:
         interval = node.interval_s if node is not None else 0.0
         history = [d for d in self._untimed_mean if d > 0]
         mean = _median(history) if history else b.untimed_s / b.untimed_runs
-        if mean <= 0 or mean >= interval:
+        if mean <= 0:
+            return BLOCK_MAX_CYCLES  # no run seen yet: nothing to pool towards
+        if mean >= interval:
             return 1
         need = (interval - mean) / (mean * BLOCK_REL_ERROR**2)
         return min(BLOCK_MAX_CYCLES, math.ceil(need))
@@ -650,6 +665,8 @@ class SanitaryDischargeDetector:
             if certain is not None
             else []
         )
+        if certain is not None and self._averaging_meter():
+            sure = self._counted_over(state, certain[0] + self._line_lag(state), certain[1])
         # The site's learned flowing window holds only while the line is held full
         # behind its check valve (no water came back after this or the last stop),
         # and offsets from the start mean something only where the pit saw the
@@ -668,10 +685,58 @@ class SanitaryDischargeDetector:
             (wet if o.flow_lpm >= FLOW_PRESENT_LPM else dry).append(offset)
         return sure, wet, dry
 
+    def _counted_over(self, state: SiteState, start: datetime, end: datetime) -> list[OutletSample]:
+        """A pulse counter's readings whose counting interval (since the reading before)
+        overlaps ``[start, end]`` by long enough that the outlet's normal flow over the
+        overlap would read as flowing: a zero from such a reading is a dry outlet.
+
+        Its reading is the mean flow over its interval, so a run shorter than the
+        interval still lands in one (an instant meter's reading lands in a run only
+        by chance). A reading is taken only if the overlap's share of its interval x
+        the normal flow reaches ``COUNTED_OVERLAP_MARGIN`` x ``FLOW_PRESENT_LPM`` (and
+        never under ``MIN_COUNTED_OVERLAP``): a second of flow in 30 s reads as idle.
+        """
+        if end <= start:
+            return []
+        interval = state.outlet.interval_s
+        # The outlet's flow while running: the pump's as the pit sees it x the site's
+        # normal outlet/pit ratio (the lowest healthy one before calibration). A pulse
+        # counter's own readings are fractions of it and cannot tell it.
+        normal, _unit, calibrated = self._normal()
+        ratio = normal if calibrated else HEALTHY_RATIO_LOW
+        flow = max((pit_pump_lpm(state) or 0.0) * ratio, MIN_PUMP_FLOW_LPM)
+        cap = timedelta(seconds=OUTLET_GAP_FACTOR * interval)
+        pts = state.outlet.between(start - cap, end + cap)
+        out: list[OutletSample] = []
+        for a, o in pairwise(pts):
+            span = (o.ts - a.ts).total_seconds()
+            if span <= 0 or o.ts - a.ts > cap:
+                continue  # a lost report: this one counted over an unknown span
+            overlap = (min(o.ts, end) - max(a.ts, start)).total_seconds()
+            need = max(
+                MIN_COUNTED_OVERLAP_S, COUNTED_OVERLAP_MARGIN * FLOW_PRESENT_LPM * span / flow
+            )
+            if overlap >= need:
+                out.append(o)
+        return out
+
+    def _counted_dry(self, window: list[OutletSample], pit_l: float, state: SiteState) -> bool:
+        """Whether a pulse counter's readings over a whole cycle (no report lost: the
+        caller checked) say its water never came: every one reads dry, and all they
+        could have hidden (each reading plus ``FLOW_ABSENT_LPM``, over its interval)
+        is under 1 / ``COUNTED_OVERLAP_MARGIN`` of the least the pit's volume would
+        bring at the lowest healthy ratio. A pulse counter misses no run, however
+        short: this is the cycle's whole volume, counted, not a sample of it."""
+        if not window or any(o.flow_lpm >= FLOW_PRESENT_LPM for o in window):
+            return False
+        interval = state.outlet.interval_s
+        hidden = sum((o.flow_lpm + FLOW_ABSENT_LPM) * interval / 60.0 for o in window)
+        return pit_l * HEALTHY_RATIO_LOW >= COUNTED_OVERLAP_MARGIN * hidden
+
     def _close_block(self, b: _Block, state: SiteState) -> Verdict | None:
         """The closed block's balance (pit volume vs outlet volume), judged."""
-        if b.run_s <= 0 or not b.samples:
-            return None  # no run timed or no outlet sample: says nothing
+        if (b.run_s <= 0 and b.wet_flows) or not b.samples:
+            return None  # no run timed (a dry block needs none) or no outlet sample
         if not b.wet_flows and b.sure_dry < MIN_SURE_DRY_SAMPLES:
             return None  # no flowing sample, and too few inside runs: unobserved
         # Two readings of the outlet's volume, each right for one kind of meter, and the
@@ -695,9 +760,9 @@ class SanitaryDischargeDetector:
         rate_known = len(b.wet_flows) >= MIN_RATE_SAMPLES
         if len(b.wet_flows) >= 2:
             top = max(b.wet_flows)
-            partial = sum(1 for x in b.wet_flows if x < PARTIAL_READING_SHARE * top)
-            self._partial.append(partial / len(b.wet_flows))
-        by_rate_only = rate_known and not self._averaging_meter()
+            self._wet_readings += len(b.wet_flows)
+            self._partial_readings += sum(1 for x in b.wet_flows if x < PARTIAL_READING_SHARE * top)
+        by_rate_only = rate_known and self._averaging_meter() is False
         b.balance = Balance(b.pit_l, by_rate if by_rate_only else max(b.outlet_l, by_rate))
         # What the outlet volume rests on: the flowing samples that gave its rate, the
         # samples inside runs that read dry, or the in-run samples it was counted from.
@@ -716,16 +781,19 @@ class SanitaryDischargeDetector:
             self._block.outlet_l += self._outlet_litres(state, self._integrated_to, c.before_ts)
         self._integrated_to = c.end_ts + self._line_lag(state) + self._outlet_wait
 
-    def _averaging_meter(self) -> bool:
+    def _averaging_meter(self) -> bool | None:
         """Whether this site's outlet meter reads the mean flow since its last report
-        (a pulse counter) rather than the flow at the instant: a fair share of its
-        flowing readings, block after block, are fractions of the block's highest
-        (the intervals a run started or stopped in). An instant meter's readings
-        sit at the outlet's rate, give or take its noise (a tee lowers every one of
-        them alike). Unknown (False) before any block had two flowing readings."""
-        if not self._partial:
-            return False
-        return _median(list(self._partial)) >= AVERAGING_PARTIAL_SHARE
+        (a pulse counter) rather than the flow at the instant; None while unknown.
+
+        A pulse counter reads the intervals a run started or stopped in as fractions
+        of the run's rate: over many runs a fair share of its flowing readings are
+        well under their block's highest. An instant meter's readings sit at the
+        outlet's rate, give or take its noise (a tee lowers every one of them
+        alike). A meter does not change kind, so the share is counted over every
+        block the site has had, not a window that sampling luck could tip."""
+        if self._wet_readings < METER_KIND_READINGS:
+            return None
+        return self._partial_readings >= AVERAGING_PARTIAL_SHARE * self._wet_readings
 
     def _outlet_gap(self, c: PumpCycle, state: SiteState) -> bool:
         """Whether an outlet message is missing around this run (from the sample
@@ -971,7 +1039,11 @@ class SanitaryDischargeDetector:
             return
         # The outlet's own behaviour (when it flows, at what rate) does not rest on
         # the pit's inflow term; the ratio does.
-        if max(inflow_rel, trend_rel) <= CALIB_MAX_PIT_REL**2:
+        # The ratio belongs to the outlet volume it was read with: until the meter's
+        # kind is known (the volume read both ways, the larger taken) none is learned,
+        # or a ratio learned one way would judge the blocks read the other.
+        known_meter = self._averaging_meter() is not None
+        if known_meter and max(inflow_rel, trend_rel) <= CALIB_MAX_PIT_REL**2:
             self._calib.append(ratio)
             self._calib_weight.append(1.0 / sigma**2)
             run_rel = self._run_var(b, state) / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
