@@ -490,3 +490,71 @@ def test_a_noisy_sparse_pit_node_raises_no_finding(seed: int) -> None:
         site, START, noise=3.0, seed=seed, outlet_offset_s=15, inflow_jitter=0.1, true_line_m=20.0
     )
     assert opened(feed(engine_for(site), sim.run(24 * 3600)), "sanitary_discharge") == []
+
+
+# --- pulse-counting outlet meters (issue 14, seventh round) ---------------------
+
+
+def _mean_meter(pit_s: int, outlet_s: int, seed: int, **kw: object) -> tuple[SiteConfig, MiniSump]:
+    site = make_site(destination="grade", pit_interval_s=pit_s, outlet_interval_s=outlet_s)
+    sim = MiniSump(
+        site, START, noise=1.0, seed=seed, outlet_offset_s=7, inflow_jitter=0.1,
+        mean_flow=True, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+    return site, sim
+
+
+@pytest.mark.parametrize(
+    ("pit_s", "outlet_s", "dropout"), [(10, 30, 0.0), (30, 30, 0.0), (10, 30, 0.03), (5, 10, 0.02)]
+)
+def test_a_pulse_counting_outlet_meter_on_a_clean_house_raises_no_finding(
+    pit_s: int, outlet_s: int, dropout: float
+) -> None:
+    # Its readings of a 16 s run at 30 s are fractions of the pump's rate (the mean
+    # since the last report), and a lost report takes its litres with it.
+    site, sim = _mean_meter(pit_s, outlet_s, seed=1, dropout=dropout)
+    assert opened(feed(engine_for(site), sim.run(24 * 3600)), "sanitary_discharge") == []
+
+
+def _diverted_with_mean_meter(pit_s: int, outlet_s: int, share: float, seed: int) -> int:
+    """Starts from the onset of a diversion of ``share`` (after 3 clean hours) to its
+    finding; -1 if none opened."""
+    site, sim = _mean_meter(pit_s, outlet_s, seed)
+    engine = engine_for(site)
+    events = feed(engine, sim.run(3 * 3600))
+    onset = START + timedelta(hours=3)
+    sim.faults.sanitary_share = share
+    later = sim.run(4 * 3600)
+    events += feed(engine, later)
+    found = opened(events, "sanitary_discharge")
+    if not found:
+        return -1
+    assert found[0].opened_at > onset
+    return _starts_between(later, onset, found[0].opened_at)
+
+
+@pytest.mark.parametrize("share", [1.0, 0.5])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_diversion_is_found_within_three_cycles_with_a_pulse_counting_meter(
+    share: float, seed: int
+) -> None:
+    # A pulse counter misses no run: a whole cycle counted dry, or counted short, is
+    # the cycle's volume, not a sample of it.
+    assert 0 <= _diverted_with_mean_meter(10, 30, share, seed) <= 3
+
+
+def test_the_meters_kind_is_told_from_its_readings() -> None:
+    # An instant meter reads a run at its rate; a pulse counter reads the intervals a
+    # run started or stopped in as fractions of it.
+    kinds = []
+    for mean in (False, True):
+        site = make_site(destination="grade", pit_interval_s=10, outlet_interval_s=10)
+        sim = MiniSump(site, START, noise=1.0, outlet_offset_s=7, mean_flow=mean)
+        engine = engine_for(site)
+        feed(engine, sim.run(6 * 3600))
+        monitor = engine._monitor(site.id)
+        assert monitor is not None
+        detector = monitor.detectors()["sanitary_discharge"]
+        assert isinstance(detector, SanitaryDischargeDetector)
+        kinds.append(detector._averaging_meter())
+    assert kinds == [False, True]
