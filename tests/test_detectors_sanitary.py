@@ -319,8 +319,9 @@ def test_slowly_drifting_clean_blocks_widen_the_test() -> None:
     # moves slowly) are not independent evidence; blocks that alternate are.
     drifting, alternating = _detector(), _detector()
     for i in range(20):
-        drifting._calib_info.append((1.0 + (0.1 if (i // 5) % 2 else -0.1), 0.0, 2.0))
-        alternating._calib_info.append((1.0 + (0.1 if i % 2 else -0.1), 0.0, 2.0))
+        slow, fast = 1.0 + (0.1 if (i // 5) % 2 else -0.1), 1.0 + (0.1 if i % 2 else -0.1)
+        drifting._calib_info.append(((slow, slow), 0.0, 2.0))
+        alternating._calib_info.append(((fast, fast), 0.0, 2.0))
     assert drifting._persistence(1.0) > 3.0
     assert alternating._persistence(1.0) == pytest.approx(1.0)
 
@@ -374,7 +375,7 @@ def test_the_normal_ratio_weighs_each_calibration_block_by_what_it_knows() -> No
     ratios, sigmas = [1.34, 1.25, 0.89, 1.24], [0.47, 0.8, 0.33, 0.71]
     assert weighted_median(ratios, [1 / s**2 for s in sigmas]) == 0.89
     d = _detector()
-    d._calib.extend(ratios)
+    d._calib.extend((r, r) for r in ratios)
     d._calib_weight.extend(1 / s**2 for s in sigmas)
     assert d._normal()[0] == 0.89
 
@@ -388,7 +389,6 @@ def test_a_block_resting_on_a_storms_trending_inflow_does_not_calibrate_the_rati
     # Its scatter-based inflow error is small (the fills agree with each other),
     # but the fills' trend puts the inflow used 20 % of the block's volume off.
     d = _detector()
-    d._wet_readings = 40  # an instant meter, known as such
     state = SiteState(SiteContext(make_site(destination="grade"), None), timedelta(hours=1))
     storm = _Block(
         pit_l=60.0,
@@ -398,12 +398,14 @@ def test_a_block_resting_on_a_storms_trending_inflow_does_not_calibrate_the_rati
         trend_var=(0.2 * 60) ** 2,
     )
     storm.balance = storm.balance.__class__(60.0, 60.0)
+    storm.instant_l = storm.both_l = 60.0
     d._calibrate(storm, 0.0, 0.1, False, state)
     assert list(d._calib) == []
     steady = _Block(pit_l=60.0, wet_flows=[70.0] * 4, info=4.0, inflow_var=(0.02 * 60) ** 2)
     steady.balance = storm.balance
+    steady.instant_l = steady.both_l = 60.0
     d._calibrate(steady, 0.0, 0.1, False, state)
-    assert list(d._calib) == [1.0]
+    assert list(d._calib) == [(1.0, 1.0)]
 
 
 def _cycle(before: datetime, off_s: float) -> PumpCycle:

@@ -159,9 +159,12 @@ PARTIAL_READING_SHARE = 0.7
 #: interval: pulse counters show 0.13-0.49 (long runs at 10 s to 16 s runs at 30 s),
 #: instant meters next to none.
 AVERAGING_PARTIAL_SHARE = 0.1
-#: Flowing readings seen before the meter's kind is judged (until then both volumes
-#: must show the water missing).
-METER_KIND_READINGS = 20
+#: Flowing readings seen before the meter's kind is decided (until then both volumes
+#: must show the water missing), and the recent ones each is compared with (at least
+#: ``METER_REFERENCE_MIN`` of them).
+METER_KIND_READINGS = 30
+METER_REFERENCE_KEEP = 50
+METER_REFERENCE_MIN = 5
 #: A pulse counter's zero reading counts as a dry outlet only where the overlap of its
 #: interval with the certain run would have read this many times the flowing level
 #: at the site's normal flow, and at least this many seconds.
@@ -169,6 +172,8 @@ COUNTED_OVERLAP_MARGIN = 2.0
 MIN_COUNTED_OVERLAP_S = 3.0
 #: Outlet readings further apart than this many intervals leave a hole in the volume.
 OUTLET_GAP_FACTOR = 1.5
+#: Runs of the first untimed block (no earlier block tells how often runs are seen).
+UNTIMED_FIRST_BLOCK = 8
 #: Blocks of untimed runs whose mean run time sets how many runs the next one pools.
 UNTIMED_HISTORY = 9
 #: Off periods whose median length tells how the inflow moved since the last fill
@@ -225,6 +230,10 @@ class _Block:
     untimed_s: float = 0.0
     #: Outlet samples the block's outlet volume rests on (its information).
     info: float = 0.0
+    #: The block's outlet volume as an instant meter's readings give it, and the
+    #: larger of that and the counted volume (``_close_block``), L.
+    instant_l: float = 0.0
+    both_l: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,14 +329,20 @@ class SanitaryDischargeDetector:
         self.active = False
         self._pending: deque[_Pending] = deque(maxlen=20)
         self._block = _Block()
-        self._calib: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        #: Each calibration block's ratio read two ways: the outlet volume an instant
+        #: meter gives (rate x run time where the rate is shown) and the larger of
+        #: that and the counted volume (``_close_block``); the site's meter decides
+        #: which is used (``_ratio_index``).
+        self._calib: deque[tuple[float, float]] = deque(maxlen=CALIBRATION_KEEP)
         #: Each calibration block's weight, 1 / sigma^2 of its share: a block of 25
         #: cycles knows the ratio far better than one of two cycles timed only to
         #: the pit's interval.
         self._calib_weight: deque[float] = deque(maxlen=CALIBRATION_KEEP)
         #: (ratio, relative variance its pit side and run times explain, samples)
         #: of each calibration block.
-        self._calib_info: deque[tuple[float, float, float]] = deque(maxlen=CALIBRATION_KEEP)
+        self._calib_info: deque[tuple[tuple[float, float], float, float]] = deque(
+            maxlen=CALIBRATION_KEEP
+        )
         #: Where the outlet's gap-free integral has reached.
         self._integrated_to: datetime | None = None
         #: Outlet flow while running on clean blocks (the pump's normal rate out there).
@@ -350,11 +365,13 @@ class SanitaryDischargeDetector:
         #: of the off period the latest fill was measured in.
         self._prev_end: datetime | None = None
         self._off_s: deque[float] = deque(maxlen=3 * STALE_OFF_PERIODS)
-        #: Flowing readings of blocks with two or more, and how many of them were
-        #: fractions of their block's highest: the outlet meter's kind
-        #: (``_averaging_meter``).
+        #: Flowing readings judged, how many were fractions of the site's recent
+        #: highest, the recent ones, and the meter's kind once decided
+        #: (``_learn_meter``, ``_averaging_meter``).
         self._wet_readings = 0
         self._partial_readings = 0
+        self._recent_wet: deque[float] = deque(maxlen=METER_REFERENCE_KEEP)
+        self._meter_kind: bool | None = None
         #: Mean estimated run time of the untimed runs of each recent block, s.
         self._untimed_mean: deque[float] = deque(maxlen=UNTIMED_HISTORY)
         self._fill_off_s: deque[float] = deque(maxlen=STALE_OFF_PERIODS)
@@ -614,8 +631,9 @@ class SanitaryDischargeDetector:
         # inside runs all dry, or the count of in-run samples known to BLOCK_REL_ERROR.
         dry = not b.wet_flows and b.sure_dry >= MIN_SURE_DRY_SAMPLES
         known = dry or len(b.wet_flows) >= MIN_RATE_SAMPLES or (counted and bool(b.wet_flows))
-        if b.untimed_runs and not dry:
-            known = b.cycles >= self._untimed_block_cycles(b, state)
+        untimed_need = self._untimed_block_cycles(b, state) if b.untimed_runs else None
+        if untimed_need is not None and not dry:
+            known = b.cycles >= untimed_need
         if not known and b.cycles < BLOCK_MAX_CYCLES:
             return verdict
         self._block = _Block()
@@ -623,7 +641,7 @@ class SanitaryDischargeDetector:
             self._untimed_mean.append(b.untimed_s / b.untimed_runs)
         return self._close_block(b, state) or verdict
 
-    def _untimed_block_cycles(self, b: _Block, state: SiteState) -> int:
+    def _untimed_block_cycles(self, b: _Block, state: SiteState) -> int | None:
         """Cycles a block of runs the pit cannot time pools before it is judged.
 
         Such a run counts a pit interval if a sample saw it, 0 if none did: unbiased
@@ -633,15 +651,18 @@ class SanitaryDischargeDetector:
         end on a seen run, and read too much outlet water for their cycles. So the
         block pools the runs its estimate needs to be known to ``BLOCK_REL_ERROR``
         (relative variance (I - D) / (n x D) for runs of D s at pit interval I), D
-        from the site's earlier blocks, never this one's."""
+        from the site's earlier blocks, never this one's. None where runs outlast the
+        interval (every run is seen: the usual rules close the block)."""
         node = state.ctx.site.node_of_kind(NodeKind.PIT)
         interval = node.interval_s if node is not None else 0.0
         history = [d for d in self._untimed_mean if d > 0]
-        mean = _median(history) if history else b.untimed_s / b.untimed_runs
+        if not history:
+            return UNTIMED_FIRST_BLOCK  # fixed in advance: this block's own runs decide nothing
+        mean = _median(history)
         if mean <= 0:
             return BLOCK_MAX_CYCLES  # no run seen yet: nothing to pool towards
         if mean >= interval:
-            return 1
+            return None  # runs outlast the interval: every one is seen, no lottery
         need = (interval - mean) / (mean * BLOCK_REL_ERROR**2)
         return min(BLOCK_MAX_CYCLES, math.ceil(need))
 
@@ -758,12 +779,10 @@ class SanitaryDischargeDetector:
         #   of an instant meter; otherwise the counted volume holds too.
         by_rate = _median(b.wet_flows) * b.run_s / 60.0 if b.wet_flows else 0.0
         rate_known = len(b.wet_flows) >= MIN_RATE_SAMPLES
-        if len(b.wet_flows) >= 2:
-            top = max(b.wet_flows)
-            self._wet_readings += len(b.wet_flows)
-            self._partial_readings += sum(1 for x in b.wet_flows if x < PARTIAL_READING_SHARE * top)
-        by_rate_only = rate_known and self._averaging_meter() is False
-        b.balance = Balance(b.pit_l, by_rate if by_rate_only else max(b.outlet_l, by_rate))
+        self._learn_meter(b.wet_flows)
+        b.instant_l = by_rate if rate_known else max(b.outlet_l, by_rate)
+        b.both_l = max(b.outlet_l, by_rate)
+        b.balance = Balance(b.pit_l, b.both_l if self._ratio_index() else b.instant_l)
         # What the outlet volume rests on: the flowing samples that gave its rate, the
         # samples inside runs that read dry, or the in-run samples it was counted from.
         if rate_known:
@@ -781,19 +800,42 @@ class SanitaryDischargeDetector:
             self._block.outlet_l += self._outlet_litres(state, self._integrated_to, c.before_ts)
         self._integrated_to = c.end_ts + self._line_lag(state) + self._outlet_wait
 
+    def _ratio_index(self) -> int:
+        """Which reading of the outlet volume this site's blocks are judged by: 0 for
+        an instant meter's, 1 (the larger of rate-based and counted) for a pulse
+        counter's or while the meter's kind is unknown."""
+        return 0 if self._averaging_meter() is False else 1
+
+    def _learn_meter(self, flows: list[float]) -> None:
+        """Count a closed block's flowing readings towards the meter's kind, each
+        against the highest of the site's recent ones (their 90th percentile), until
+        the kind is decided."""
+        if self._meter_kind is not None:
+            return
+        for x in flows:
+            if len(self._recent_wet) >= METER_REFERENCE_MIN:
+                ordered = sorted(self._recent_wet)
+                high = ordered[int(0.9 * (len(ordered) - 1))]
+                self._wet_readings += 1
+                self._partial_readings += x < PARTIAL_READING_SHARE * high
+            self._recent_wet.append(x)
+        if self._wet_readings >= METER_KIND_READINGS:
+            self._meter_kind = self._partial_readings >= (
+                AVERAGING_PARTIAL_SHARE * self._wet_readings
+            )
+
     def _averaging_meter(self) -> bool | None:
         """Whether this site's outlet meter reads the mean flow since its last report
         (a pulse counter) rather than the flow at the instant; None while unknown.
 
         A pulse counter reads the intervals a run started or stopped in as fractions
-        of the run's rate: over many runs a fair share of its flowing readings are
-        well under their block's highest. An instant meter's readings sit at the
-        outlet's rate, give or take its noise (a tee lowers every one of them
-        alike). A meter does not change kind, so the share is counted over every
-        block the site has had, not a window that sampling luck could tip."""
-        if self._wet_readings < METER_KIND_READINGS:
-            return None
-        return self._partial_readings >= AVERAGING_PARTIAL_SHARE * self._wet_readings
+        of the run's rate: a fair share of its flowing readings are well under the
+        site's highest. An instant meter's readings sit at the outlet's rate, give or
+        take its noise. A meter does not change kind: decided once, from the first
+        ``METER_KIND_READINGS`` flowing readings, the kind holds (a tee fitted later
+        lowers an instant meter's readings for good, which must not read as a pulse
+        counter's fractions)."""
+        return self._meter_kind
 
     def _outlet_gap(self, c: PumpCycle, state: SiteState) -> bool:
         """Whether an outlet message is missing around this run (from the sample
@@ -924,9 +966,10 @@ class SanitaryDischargeDetector:
         """
         if len(self._calib) < CALIBRATION_MIN_BLOCKS:
             return PRIOR_RATIO, UNIT_SCATTER_PRIOR, False
-        normal = weighted_median(list(self._calib), list(self._calib_weight))
+        i = self._ratio_index()
+        normal = weighted_median([r[i] for r in self._calib], list(self._calib_weight))
         unit2 = [
-            max((ratio / normal - 1.0) ** 2 - pit_rel, 0.0) * info
+            max((ratio[i] / normal - 1.0) ** 2 - pit_rel, 0.0) * info
             for ratio, pit_rel, info in self._calib_info
         ]
         unit = math.sqrt(_median(unit2) / CHI2_1_MEDIAN) if unit2 else UNIT_SCATTER_PRIOR
@@ -944,7 +987,8 @@ class SanitaryDischargeDetector:
         pump's period locks to the node's). A sequential test that sums blocks as
         independent reads such a slow drift as evidence; clean 30 s houses show
         rho ~ 0.7, a factor of ~5."""
-        dev = [ratio / normal - 1.0 for ratio, _pit, _info in self._calib_info]
+        i = self._ratio_index()
+        dev = [ratio[i] / normal - 1.0 for ratio, _pit, _info in self._calib_info]
         if len(dev) < 2 * CALIBRATION_MIN_BLOCKS:
             return (1 + RHO_PRIOR) / (1 - RHO_PRIOR)
         power = sum(d * d for d in dev)
@@ -1039,15 +1083,14 @@ class SanitaryDischargeDetector:
             return
         # The outlet's own behaviour (when it flows, at what rate) does not rest on
         # the pit's inflow term; the ratio does.
-        # The ratio belongs to the outlet volume it was read with: until the meter's
-        # kind is known (the volume read both ways, the larger taken) none is learned,
-        # or a ratio learned one way would judge the blocks read the other.
-        known_meter = self._averaging_meter() is not None
-        if known_meter and max(inflow_rel, trend_rel) <= CALIB_MAX_PIT_REL**2:
-            self._calib.append(ratio)
+        # Both readings of the ratio are learned: a ratio read one way must never
+        # judge blocks read the other (the meter's kind may become known later).
+        if max(inflow_rel, trend_rel) <= CALIB_MAX_PIT_REL**2:
+            ratios = (b.instant_l / b.pit_l, b.both_l / b.pit_l)
+            self._calib.append(ratios)
             self._calib_weight.append(1.0 / sigma**2)
             run_rel = self._run_var(b, state) / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
-            self._calib_info.append((ratio, pit_rel + run_rel, b.info))
+            self._calib_info.append((ratios, pit_rel + run_rel, b.info))
         self._calib_wet.extend(b.wet_offsets)
         self._calib_dry.extend(b.dry_offsets)
         if b.wet_flows:
