@@ -953,7 +953,7 @@ class SanitaryDischargeDetector:
     def _normal_flow(self) -> float | None:
         return _median(list(self._calib_flow)) if self._calib_flow else None
 
-    def _normal(self) -> tuple[float, float, bool]:
+    def _normal(self, i: int | None = None) -> tuple[float, float, bool]:
         """The site's normal ratio, its unit scatter, and whether it is calibrated.
 
         The unit scatter is the relative scatter of a block's outlet volume per
@@ -966,7 +966,7 @@ class SanitaryDischargeDetector:
         """
         if len(self._calib) < CALIBRATION_MIN_BLOCKS:
             return PRIOR_RATIO, UNIT_SCATTER_PRIOR, False
-        i = self._ratio_index()
+        i = self._ratio_index() if i is None else i
         normal = weighted_median([r[i] for r in self._calib], list(self._calib_weight))
         unit2 = [
             max((ratio[i] / normal - 1.0) ** 2 - pit_rel, 0.0) * info
@@ -976,7 +976,7 @@ class SanitaryDischargeDetector:
         few = len(self._calib) < 2 * CALIBRATION_MIN_BLOCKS
         return normal, max(unit, UNIT_SCATTER_PRIOR if few else UNIT_SCATTER_FLOOR), True
 
-    def _persistence(self, normal: float) -> float:
+    def _persistence(self, normal: float, i: int | None = None) -> float:
         """How much more a run of blocks scatters than independent blocks would: the
         long-run variance factor (1 + rho) / (1 - rho) of the clean blocks' deviations
         from normal, rho their lag-one autocorrelation (clipped to 0..``RHO_MAX``).
@@ -987,7 +987,7 @@ class SanitaryDischargeDetector:
         pump's period locks to the node's). A sequential test that sums blocks as
         independent reads such a slow drift as evidence; clean 30 s houses show
         rho ~ 0.7, a factor of ~5."""
-        i = self._ratio_index()
+        i = self._ratio_index() if i is None else i
         dev = [ratio[i] / normal - 1.0 for ratio, _pit, _info in self._calib_info]
         if len(dev) < 2 * CALIBRATION_MIN_BLOCKS:
             return (1 + RHO_PRIOR) / (1 - RHO_PRIOR)
@@ -1024,13 +1024,33 @@ class SanitaryDischargeDetector:
         self._up = max(0.0, self._up + min(llr, SPRT_HEIGHT))
         self._down = max(0.0, self._down + min(-llr, SPRT_HEIGHT)) if self.active else 0.0
 
+    def _share(self, b: _Block) -> tuple[float, int, float, float, bool]:
+        """The block's diverted share against the site's normal, with the reading of
+        the outlet volume it rests on (``_ratio_index``) and that reading's normal,
+        unit scatter and calibration.
+
+        While the meter's kind is unknown the block is read both ways, each against
+        the normal learned the same way, and the smaller share is taken: water is
+        called missing only when both readings say so (an instant meter's counted
+        volume swings with how many runs its readings caught, a pulse counter's
+        rate-based one with how many intervals a run straddled)."""
+        kind = self._averaging_meter()
+        best: tuple[float, int, float, float, bool] | None = None
+        for i in (0, 1) if kind is None else (self._ratio_index(),):
+            normal, unit, calibrated = self._normal(i)
+            balance = Balance(b.pit_l, b.both_l if i else b.instant_l)
+            share = max(-1.5, min(1.0, balance.share_diverted(normal)))
+            if best is None or share < best[0]:
+                best, b.balance = (share, i, normal, unit, calibrated), balance
+        assert best is not None
+        return best
+
     def _judge(self, b: _Block, state: SiteState) -> Verdict:
         assert b.end is not None
-        normal, unit, calibrated = self._normal()
-        share = max(-1.5, min(1.0, b.balance.share_diverted(normal)))
+        share, i, normal, unit, calibrated = self._share(b)
         share = self._refill_explained(b, share, state)
         sigma = self._block_sigma(b, unit, self._run_var(b, state))
-        persistence = self._persistence(normal) if calibrated else 1.0
+        persistence = self._persistence(normal, i) if calibrated else 1.0
         self._cusum(share, sigma * math.sqrt(persistence))
         result = BlockResult(b.end, b.cycles, b.balance.pit_l, b.balance.outlet_l, share)
         self._recent.append(result)
