@@ -418,6 +418,15 @@ def score(
             "or report on their interval only, like the shipped ESPHome pit node",
         ),
     ] = True,
+    mean_flow: Annotated[
+        bool,
+        typer.Option(
+            "--instant-flow/--mean-flow",
+            help="Sweep: outlet meters report the flow at the sample's instant (the "
+            "default), or the mean flow since their last report, like the pulse counter "
+            "of the shipped ESPHome outlet node",
+        ),
+    ] = False,
 ) -> None:
     """Run the simulator's scenarios (or, with --sweep, the varied-house sweep) offline,
     replay them through the detectors and compare with the ground-truth labels:
@@ -426,7 +435,12 @@ def score(
 
     from firmware_sim import report
     from firmware_sim.scoring import score_scenarios, score_sweep
-    from firmware_sim.sweep import build_sweep, interval_reports_only, select_cases
+    from firmware_sim.sweep import (
+        build_sweep,
+        interval_reports_only,
+        mean_flow_readings,
+        select_cases,
+    )
 
     console = Console()
     try:
@@ -436,6 +450,8 @@ def score(
             )
             if not change_reports:
                 cases = interval_reports_only(cases)
+            if mean_flow:
+                cases = mean_flow_readings(cases)
             result = score_sweep(
                 cases,
                 packs_dir=packs,

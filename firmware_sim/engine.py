@@ -129,6 +129,9 @@ class _Node:
     #: Lost messages (Wi-Fi, a full queue): their own stream, so a home without
     #: dropouts publishes the same bytes as before they were modelled.
     drop_rng: random.Random | None = None
+    #: A pulse-counting outlet meter: the outlet counter and time at its last report.
+    meter_l: float = 0.0
+    meter_t: float = 0.0
 
 
 def _boot_id(rng: random.Random) -> str:
@@ -221,6 +224,7 @@ class Simulation:
                         drop_rng=random.Random(f"drop-{seed}-{spec.site_id}-{n.node_id}")
                         if spec.model.dropout > 0
                         else None,
+                        meter_l=sim.counters.outlet_l,
                     )
                 )
             self.homes.append(_Home(spec, sim, nodes))
@@ -323,6 +327,8 @@ class Simulation:
                     node.boot = _boot_id(node.rng)
                     node.seq = 0
                 node.next_due = end
+                # A meter that was off counted nothing: it starts counting again now.
+                node.meter_l, node.meter_t = home.sim.counters.outlet_l, end
                 if batch is not None:
                     batch.append(self._status(home, node, end, STATUS_ONLINE))
         return silent
@@ -356,7 +362,7 @@ class Simulation:
                 if kind is NodeKind.PIT:
                     readings = self._pit(home, node, snap)
                 else:
-                    readings = self._discharge(home, node, snap)
+                    readings = self._discharge(home, node, snap, end)
             if not self._lost(home, node):
                 batch.append(self._telemetry(home, node, end, readings))
 
@@ -418,13 +424,21 @@ class Simulation:
             readings["backup_pump_on"] = snap.backup_on
         return readings
 
-    def _discharge(self, home: _Home, node: _Node, snap: Snapshot) -> dict[str, Any]:
+    def _discharge(self, home: _Home, node: _Node, snap: Snapshot, end: float) -> dict[str, Any]:
         rng = node.rng
         noise = home.spec.model.sensor_noise
-        flow = snap.outlet_lpm * (1 + rng.gauss(0, FLOW_SIGMA_REL * noise)) + rng.gauss(
+        true_lpm = snap.outlet_lpm
+        if home.spec.model.flow_reading == "mean":
+            # Pulses counted since the last report, as L/min: every litre is in some
+            # report, and a run shorter than the interval reads as part of one.
+            counted = home.sim.counters.outlet_l
+            seconds = end - node.meter_t
+            true_lpm = (counted - node.meter_l) * 60.0 / seconds if seconds > 0 else 0.0
+            node.meter_l, node.meter_t = counted, end
+        flow = true_lpm * (1 + rng.gauss(0, FLOW_SIGMA_REL * noise)) + rng.gauss(
             0, FLOW_SIGMA_LPM * noise
         )
-        if flow < FLOW_CUTOFF_LPM or snap.outlet_lpm == 0.0:
+        if flow < FLOW_CUTOFF_LPM or true_lpm == 0.0:
             flow = 0.0  # flow meters report zero below their low-flow cut-off
         tapped = snap.riser_kpa if home.spec.model.pressure_tap == "riser" else snap.pressure_kpa
         pressure = tapped + rng.gauss(0, PRESSURE_SIGMA_KPA * noise)

@@ -206,6 +206,12 @@ class HomeModel(BaseModel):
         description="The pit node also reports at once on every pump start and stop "
         "(false: on its interval only, as the shipped ESPHome pit node does)",
     )
+    flow_reading: Literal["instant", "mean"] = Field(
+        "instant",
+        description="The outlet meter reports the flow at the sample's instant, or the "
+        "mean flow since its last report (a pulse counter, as the shipped ESPHome "
+        "outlet node counts pulses over its interval)",
+    )
     sensor_noise: float = Field(1.0, ge=0, description="Multiplies every sensor's noise")
     dropout: float = Field(0.0, ge=0, le=0.2, description="Share of telemetry messages lost")
     pump_current_sensor: bool = True

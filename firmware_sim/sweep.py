@@ -530,6 +530,22 @@ def select_cases(cases: list[SweepCase], only: list[str] | None) -> list[SweepCa
     return [case for case in cases if wanted & _selectors(case)]
 
 
+def _every_home(
+    cases: list[SweepCase], update: dict[str, Any], dim: tuple[str, str]
+) -> list[SweepCase]:
+    """The same cases with ``update`` applied to every home, tagged with ``dim``."""
+    return [
+        replace(
+            case,
+            scenario=case.scenario.model_copy(
+                update={"home": tuple(h.model_copy(update=update) for h in case.scenario.home)}
+            ),
+            dims=tuple(sorted({**case.dim, dim[0]: dim[1]}.items())),
+        )
+        for case in cases
+    ]
+
+
 def interval_reports_only(cases: list[SweepCase]) -> list[SweepCase]:
     """The same cases with pit nodes that report on their interval only.
 
@@ -537,20 +553,15 @@ def interval_reports_only(cases: list[SweepCase]) -> list[SweepCase]:
     shipped ESPHome pit node, and nodes of other makes, do not. Scoring both ways keeps
     the detectors from leaning on exact run times they will not always get.
     """
-    return [
-        replace(
-            case,
-            scenario=case.scenario.model_copy(
-                update={
-                    "home": tuple(
-                        h.model_copy(update={"change_reports": False}) for h in case.scenario.home
-                    )
-                }
-            ),
-            dims=tuple(sorted({**case.dim, "pit_reports": "interval"}.items())),
-        )
-        for case in cases
-    ]
+    return _every_home(cases, {"change_reports": False}, ("pit_reports", "interval"))
+
+
+def mean_flow_readings(cases: list[SweepCase]) -> list[SweepCase]:
+    """The same cases with outlet meters that report the mean flow since their last
+    report (pulse counters, like the shipped ESPHome outlet node), not the flow at the
+    sample's instant: a run shorter than the interval reads as a fraction of its rate.
+    """
+    return _every_home(cases, {"flow_reading": "mean"}, ("flow_reading", "mean"))
 
 
 def build_sweep(seed: int = 1, *, replicas: int = 2, clean_weeks: int = 200) -> list[SweepCase]:

@@ -14,7 +14,7 @@ from gateway.rules.detectors.sanitary import (
     _Block,
     weighted_median,
 )
-from gateway.rules.physics import inflow_trend_error
+from gateway.rules.physics import inflow_trend_error, run_span, sure_run
 from gateway.rules.sequences import Faults, MiniSump, engine_for, feed, make_site, opened
 
 START = datetime(2026, 6, 1, tzinfo=UTC)
@@ -319,8 +319,9 @@ def test_slowly_drifting_clean_blocks_widen_the_test() -> None:
     # moves slowly) are not independent evidence; blocks that alternate are.
     drifting, alternating = _detector(), _detector()
     for i in range(20):
-        drifting._calib_info.append((1.0 + (0.1 if (i // 5) % 2 else -0.1), 0.0, 2.0))
-        alternating._calib_info.append((1.0 + (0.1 if i % 2 else -0.1), 0.0, 2.0))
+        slow, fast = 1.0 + (0.1 if (i // 5) % 2 else -0.1), 1.0 + (0.1 if i % 2 else -0.1)
+        drifting._calib_info.append(((slow, slow), 0.0, 2.0))
+        alternating._calib_info.append(((fast, fast), 0.0, 2.0))
     assert drifting._persistence(1.0) > 3.0
     assert alternating._persistence(1.0) == pytest.approx(1.0)
 
@@ -374,7 +375,7 @@ def test_the_normal_ratio_weighs_each_calibration_block_by_what_it_knows() -> No
     ratios, sigmas = [1.34, 1.25, 0.89, 1.24], [0.47, 0.8, 0.33, 0.71]
     assert weighted_median(ratios, [1 / s**2 for s in sigmas]) == 0.89
     d = _detector()
-    d._calib.extend(ratios)
+    d._calib.extend((r, r) for r in ratios)
     d._calib_weight.extend(1 / s**2 for s in sigmas)
     assert d._normal()[0] == 0.89
 
@@ -397,12 +398,14 @@ def test_a_block_resting_on_a_storms_trending_inflow_does_not_calibrate_the_rati
         trend_var=(0.2 * 60) ** 2,
     )
     storm.balance = storm.balance.__class__(60.0, 60.0)
+    storm.instant_l = storm.both_l = 60.0
     d._calibrate(storm, 0.0, 0.1, False, state)
     assert list(d._calib) == []
     steady = _Block(pit_l=60.0, wet_flows=[70.0] * 4, info=4.0, inflow_var=(0.02 * 60) ** 2)
     steady.balance = storm.balance
+    steady.instant_l = steady.both_l = 60.0
     d._calibrate(steady, 0.0, 0.1, False, state)
-    assert list(d._calib) == [1.0]
+    assert list(d._calib) == [(1.0, 1.0)]
 
 
 def _cycle(before: datetime, off_s: float) -> PumpCycle:
@@ -441,3 +444,119 @@ def test_short_off_periods_of_a_steady_inflow_keep_the_inflow_as_measured() -> N
     # the inflow is as good as when it was last measured.
     offs = [80, 70, 90, 75, 85, 68, 88, 72, 82, 78]
     assert _stale_errors(offs, measured=2)[2:] == [0.0] * 8
+
+
+# --- pit nodes that sample on an interval only (issue 14, seventh round) ---------
+
+
+def test_the_certain_part_of_a_run_seen_once_starts_near_that_sample() -> None:
+    # The pit saw the pump on once, 4 cm below where it started: the pump had run at
+    # least 4 cm / the fastest it can drain, not half the interval since the sample
+    # before. An outlet sample read between the two says nothing about the outlet.
+    state = SiteState(SiteContext(make_site(destination="grade"), None), timedelta(hours=1))
+    c = PumpCycle(
+        before_ts=START,
+        first_on_ts=START + timedelta(seconds=30),
+        last_on_ts=START + timedelta(seconds=30),
+        end_ts=START + timedelta(seconds=60),
+        start_level_cm=40.0,
+        low_level_cm=20.0,
+        seen=True,
+        first_on_level_cm=36.0,
+        last_on_level_cm=36.0,
+    )
+    certain = sure_run(c, state)
+    assert certain is not None
+    assert run_span(c, state)[0] < START + timedelta(seconds=16)
+    assert certain[0] >= START + timedelta(seconds=27)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 5])
+def test_clean_sparse_nodes_on_one_clock_raise_no_finding(seed: int) -> None:
+    # Pit and outlet sampled every 30 s at the same instants (one node may carry both),
+    # runs of ~16 s: a run is seen by both or by neither, and its line fills for
+    # seconds after the start before the outlet flows.
+    site = make_site(destination="grade", pit_interval_s=30, outlet_interval_s=30)
+    sim = MiniSump(
+        site, START, noise=1.0, seed=seed, outlet_offset_s=0, inflow_jitter=0.1, true_line_m=20.0
+    )
+    assert opened(feed(engine_for(site), sim.run(24 * 3600)), "sanitary_discharge") == []
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_noisy_sparse_pit_node_raises_no_finding(seed: int) -> None:
+    # Three times the usual level noise at 30 s: a run's own fall rate from two
+    # readings 30 s apart is off by a quarter, the learned rate by a few %.
+    site = make_site(destination="grade", pit_interval_s=30, outlet_interval_s=30)
+    sim = MiniSump(
+        site, START, noise=3.0, seed=seed, outlet_offset_s=15, inflow_jitter=0.1, true_line_m=20.0
+    )
+    assert opened(feed(engine_for(site), sim.run(24 * 3600)), "sanitary_discharge") == []
+
+
+# --- pulse-counting outlet meters (issue 14, seventh round) ---------------------
+
+
+def _mean_meter(pit_s: int, outlet_s: int, seed: int, **kw: object) -> tuple[SiteConfig, MiniSump]:
+    site = make_site(destination="grade", pit_interval_s=pit_s, outlet_interval_s=outlet_s)
+    sim = MiniSump(
+        site, START, noise=1.0, seed=seed, outlet_offset_s=7, inflow_jitter=0.1,
+        mean_flow=True, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+    return site, sim
+
+
+@pytest.mark.parametrize(
+    ("pit_s", "outlet_s", "dropout"), [(10, 30, 0.0), (30, 30, 0.0), (10, 30, 0.03), (5, 10, 0.02)]
+)
+def test_a_pulse_counting_outlet_meter_on_a_clean_house_raises_no_finding(
+    pit_s: int, outlet_s: int, dropout: float
+) -> None:
+    # Its readings of a 16 s run at 30 s are fractions of the pump's rate (the mean
+    # since the last report), and a lost report takes its litres with it.
+    site, sim = _mean_meter(pit_s, outlet_s, seed=1, dropout=dropout)
+    assert opened(feed(engine_for(site), sim.run(24 * 3600)), "sanitary_discharge") == []
+
+
+def _diverted_with_mean_meter(pit_s: int, outlet_s: int, share: float, seed: int) -> int:
+    """Starts from the onset of a diversion of ``share`` (after 3 clean hours) to its
+    finding; -1 if none opened."""
+    site, sim = _mean_meter(pit_s, outlet_s, seed)
+    engine = engine_for(site)
+    events = feed(engine, sim.run(3 * 3600))
+    onset = START + timedelta(hours=3)
+    sim.faults.sanitary_share = share
+    later = sim.run(4 * 3600)
+    events += feed(engine, later)
+    found = opened(events, "sanitary_discharge")
+    if not found:
+        return -1
+    assert found[0].opened_at > onset
+    return _starts_between(later, onset, found[0].opened_at)
+
+
+@pytest.mark.parametrize("share", [1.0, 0.5])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_diversion_is_found_within_three_cycles_with_a_pulse_counting_meter(
+    share: float, seed: int
+) -> None:
+    # A pulse counter misses no run: a whole cycle counted dry, or counted short, is
+    # the cycle's volume, not a sample of it.
+    assert 0 <= _diverted_with_mean_meter(10, 30, share, seed) <= 3
+
+
+def test_the_meters_kind_is_told_from_its_readings() -> None:
+    # An instant meter reads a run at its rate; a pulse counter reads the intervals a
+    # run started or stopped in as fractions of it.
+    kinds = []
+    for mean in (False, True):
+        site = make_site(destination="grade", pit_interval_s=10, outlet_interval_s=10)
+        sim = MiniSump(site, START, noise=1.0, outlet_offset_s=7, mean_flow=mean)
+        engine = engine_for(site)
+        feed(engine, sim.run(6 * 3600))
+        monitor = engine._monitor(site.id)
+        assert monitor is not None
+        detector = monitor.detectors()["sanitary_discharge"]
+        assert isinstance(detector, SanitaryDischargeDetector)
+        kinds.append(detector._averaging_meter())
+    assert kinds == [False, True]

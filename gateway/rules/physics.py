@@ -19,6 +19,7 @@ does not look like water sent elsewhere.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -45,6 +46,7 @@ from gateway.rules.thresholds import (
     STALL_OUTLET_WINDOW,
     STALL_SAMPLES,
     STALL_SHARE,
+    SURE_NOISE_SIGMAS,
     SURE_RATE_FACTOR,
     THAW_FOR,
 )
@@ -163,13 +165,7 @@ def run_span(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime]:
     sample's level. Before the net rate is learned (runs with two on-samples), the
     midpoints between the pit samples around the run's edges.
     """
-    learned = state.cycles.net_rate_cm_s()
-    rate = cycle_net_rate(cycle) or learned
-    if rate is not None and learned is not None:
-        # One run's own rate comes from two noisy levels a few seconds apart; a pump
-        # drains no faster than SURE_RATE_FACTOR x its learned rate (a hose faces
-        # less head than the line) and, still pumping, no slower than 1 / that.
-        rate = min(max(rate, learned / SURE_RATE_FACTOR), learned * SURE_RATE_FACTOR)
+    rate = run_net_rate(cycle, state)
     if rate is None or rate <= 0:
         if cycle.seen:
             start = cycle.before_ts + (cycle.first_on_ts - cycle.before_ts) / 2
@@ -193,24 +189,87 @@ def run_span(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime]:
     return start, max(end, cycle.last_on_ts if cycle.seen else end)
 
 
+def fastest_drain_cm_s(cycle: PumpCycle, state: SiteState) -> float:
+    """The fastest this run can have drained the pit, cm/s: an upper bound, never an
+    estimate.
+
+    A pump's flow is steady within one run, so a run with two on-samples or more
+    bounds its own rate: the fall between them over their span, plus what the level
+    noise of two readings can add (``SURE_NOISE_SIGMAS``). Otherwise (and as a cap)
+    ``SURE_RATE_FACTOR`` x the learned net rate (a hose faces less head than the
+    line), or the fastest sump pump there is before anything is learned.
+    """
+    learned = state.cycles.net_rate_cm_s()
+    bound = SURE_RATE_FACTOR * learned if learned else state.ctx.cm(MAX_PUMP_LPM / 60.0)
+    own = cycle_net_rate(cycle)
+    noise = state.cycles.level_noise_cm()
+    if own is not None and noise > 0:
+        span = (cycle.last_on_ts - cycle.first_on_ts).total_seconds()
+        bound = min(bound, own + SURE_NOISE_SIGMAS * math.sqrt(2.0) * noise / span)
+    return bound
+
+
+def run_net_rate(cycle: PumpCycle, state: SiteState) -> float | None:
+    """Best estimate of this run's net fall rate, cm/s (None before any is known).
+
+    The run's own rate comes from two noisy levels (first and last on-sample): off
+    by sqrt(2) x the level noise over their span, a quarter of the rate at a 30 s
+    node with a noisy sensor, where the learned rate is the median of 15 runs. The
+    two are weighed by their precision: a dense node's own rate, measured over
+    many seconds, carries the run (a hose or a worn impeller changes it), a sparse
+    node's leans on the learned one. A pump drains no faster than
+    ``SURE_RATE_FACTOR`` x its learned rate (a hose faces less head than the line)
+    and, still pumping, no slower than 1 / that.
+    """
+    learned = state.cycles.net_rate_cm_s()
+    own = cycle_net_rate(cycle)
+    if own is None or learned is None:
+        return own or learned
+    own = min(max(own, learned / SURE_RATE_FACTOR), learned * SURE_RATE_FACTOR)
+    span = (cycle.last_on_ts - cycle.first_on_ts).total_seconds()
+    noise = state.cycles.level_noise_cm()
+    own_var = 2.0 * noise**2 / span**2
+    learned_var = _median_variance(list(state.cycles.pump_rates))
+    if own_var <= 0 or learned_var <= 0:
+        return own if own_var <= 0 else learned
+    w = learned_var / (own_var + learned_var)
+    return w * own + (1.0 - w) * learned
+
+
+def _median_variance(values: list[float]) -> float:
+    """Variance of the median of ``values``: (1.253 x their robust scatter)^2 / n."""
+    n = len(values)
+    if n < 3:
+        return 0.0
+    ordered = sorted(values)
+    mid = ordered[n // 2]
+    mad = sorted(abs(x - mid) for x in ordered)[n // 2]
+    return (1.253 * 1.4826 * mad) ** 2 / n
+
+
 def sure_run(cycle: PumpCycle, state: SiteState) -> tuple[datetime, datetime] | None:
     """The part of a run the pump certainly ran (None for a run no pit sample saw).
 
     The level at the first on-sample has already fallen from where the run began,
-    which took at least that fall / the fastest the pump can drain (1.5 x the
-    learned rate: a hose faces less head than the line); likewise after the last
-    on-sample down to the off mark. Outlet samples inside are surely during the run.
+    which took at least that fall / the fastest the run can drain
+    (:func:`fastest_drain_cm_s`); likewise after the last on-sample down to the off
+    mark. Each fall is taken less the noise of its readings (``SURE_NOISE_SIGMAS``),
+    so a noisy high reading before the run cannot move the start early. Outlet
+    samples inside are surely during the run. Where the pit node reports the pump's
+    start and stop as they happen, this is the run itself; where it samples on an
+    interval only, a run seen by one on-sample may surely span little more than that
+    sample, and no guess from sample midpoints stands in for it.
     """
     if not cycle.seen or cycle.first_on_level_cm is None or cycle.last_on_level_cm is None:
         return None
-    learned = state.cycles.net_rate_cm_s()
-    fastest = SURE_RATE_FACTOR * learned if learned else state.ctx.cm(MAX_PUMP_LPM / 60.0)
+    fastest = fastest_drain_cm_s(cycle, state)
+    margin = SURE_NOISE_SIGMAS * math.sqrt(2.0) * state.cycles.level_noise_cm()
     pit = state.ctx.site.pit
     off = state.cycles.off_level_cm(
         pit.pump_off_cm, OFF_MARK_TOLERANCE_CM, state.ctx.cm(state.ctx.line_volume_l)
     )
-    back = max(0.0, cycle.start_level_cm - cycle.first_on_level_cm) / fastest
-    ahead = max(0.0, cycle.last_on_level_cm - off) / fastest
+    back = max(0.0, cycle.start_level_cm - cycle.first_on_level_cm - margin) / fastest
+    ahead = max(0.0, cycle.last_on_level_cm - off - margin) / fastest
     start = max(cycle.before_ts, cycle.first_on_ts - timedelta(seconds=back))
     end = min(cycle.end_ts, cycle.last_on_ts + timedelta(seconds=ahead))
     return start, end

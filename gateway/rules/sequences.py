@@ -103,6 +103,9 @@ class MiniSump:
     #: Real inflow is never exactly periodic, so cycles do not stay phase-locked
     #: to the sample clocks.
     inflow_jitter: float = 0.0
+    #: The outlet meter reports the mean flow since its last report (a pulse counter,
+    #: like the shipped ESPHome outlet node) instead of the flow at the instant.
+    mean_flow: bool = False
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -119,6 +122,8 @@ class MiniSump:
         self.line_l = 3.14159 * (pipe_in * 0.0127) ** 2 * length * 1000.0
         self.riser_l = self.line_l
         self._inflow_factor = 1.0
+        self._counted_l = 0.0  # outlet litres since the meter's last report
+        self._counted_s = 0
 
     def _interval(self, kind: NodeKind) -> int:
         node = self.site.node_of_kind(kind)
@@ -189,6 +194,8 @@ class MiniSump:
             self.t += 1
             ts = self.start + timedelta(seconds=self.t)
             _, outlet_l = self._step(ts)
+            self._counted_l += outlet_l
+            self._counted_s += 1
             sid = self.site.id
             if self.pit_id and self.t % self._pit_every == 0 and self._kept():
                 values: dict[str, float | bool] = {
@@ -198,12 +205,13 @@ class MiniSump:
                 if self.report_current:
                     values["pump_current_a"] = self._current()
                 out.append(reading(sid, self.pit_id, NodeKind.PIT, ts, **values))
-            if (
-                self.outlet_id
-                and self.t % self._outlet_every == self.outlet_offset_s % self._outlet_every
-                and self._kept()
-            ):
-                flow = outlet_l * 60.0
+            due = self.t % self._outlet_every == self.outlet_offset_s % self._outlet_every
+            flow = outlet_l * 60.0
+            if due and self.mean_flow:
+                flow = self._counted_l * 60.0 / self._counted_s
+            if due:  # the meter starts counting again whether or not its report arrives
+                self._counted_l, self._counted_s = 0.0, 0
+            if self.outlet_id and due and self._kept():
                 out.append(
                     reading(
                         sid,

@@ -34,6 +34,9 @@ MAX_PUMP_LPM = 300.0
 #: The fastest a pump drains its pit, as a multiple of its learned rate (a hose to a
 #: floor drain faces less head than the line).
 SURE_RATE_FACTOR = 1.5
+#: Level-noise sigmas (of a difference of two readings) taken off a fall before it
+#: bounds how long the pump surely ran: one reading in ~40 lies further off.
+SURE_NOISE_SIGMAS = 2.0
 #: Safety margin inside that bounded run, s (level noise, clock jitter).
 SURE_MARGIN_S = 2.0
 

@@ -71,6 +71,7 @@ from gateway.rules.physics import (
     pit_pump_lpm,
     pumped_litres,
     run_span,
+    sure_run,
 )
 from gateway.rules.thresholds import (
     BACKFLOW_MIN_CM,
@@ -82,6 +83,7 @@ from gateway.rules.thresholds import (
     CUSUM_REFERENCE,
     CYCLE_END_TOLERANCE_CM,
     DIVERTED_LOOKING,
+    FLOW_ABSENT_LPM,
     FLOW_PRESENT_LPM,
     HEALTHY_RATIO_HIGH,
     HEALTHY_RATIO_LOW,
@@ -150,6 +152,30 @@ CALIB_MAX_PIT_REL = CUSUM_REFERENCE
 #: The fills a trend of the inflow is fitted to: a storm's inflow rises and recedes
 #: over about an hour.
 TREND_SPAN = timedelta(hours=1)
+#: A flowing reading under this share of its block's highest is a fraction of the rate
+#: (an instant meter's noise is a few %, a tee lowers every reading alike) ...
+PARTIAL_READING_SHARE = 0.7
+#: ... and a meter with at least this share of such readings averages over its
+#: interval: pulse counters show 0.13-0.49 (long runs at 10 s to 16 s runs at 30 s),
+#: instant meters next to none.
+AVERAGING_PARTIAL_SHARE = 0.1
+#: Flowing readings seen before the meter's kind is decided (until then both volumes
+#: must show the water missing), and the recent ones each is compared with (at least
+#: ``METER_REFERENCE_MIN`` of them).
+METER_KIND_READINGS = 30
+METER_REFERENCE_KEEP = 50
+METER_REFERENCE_MIN = 5
+#: A pulse counter's zero reading counts as a dry outlet only where the overlap of its
+#: interval with the certain run would have read this many times the flowing level
+#: at the site's normal flow, and at least this many seconds.
+COUNTED_OVERLAP_MARGIN = 2.0
+MIN_COUNTED_OVERLAP_S = 3.0
+#: Outlet readings further apart than this many intervals leave a hole in the volume.
+OUTLET_GAP_FACTOR = 1.5
+#: Runs of the first untimed block (no earlier block tells how often runs are seen).
+UNTIMED_FIRST_BLOCK = 8
+#: Blocks of untimed runs whose mean run time sets how many runs the next one pools.
+UNTIMED_HISTORY = 9
 #: Off periods whose median length tells how the inflow moved since the last fill
 #: was measured (each is read to a pit interval).
 STALE_OFF_PERIODS = 3
@@ -196,10 +222,18 @@ class _Block:
     #: lag of the fills' median behind a rising or receding inflow, the same for
     #: every block of a storm (``physics.inflow_trend_error``).
     trend_var: float = 0.0
-    #: Variance (s^2) of the block's run time from the pit.
+    #: Variance (s^2) of the block's run time from the pit, for runs timed from the
+    #: learned net rate; and the runs timed from sample midpoints only (their count
+    #: and summed seconds: their variance is the block's, see ``_run_var``).
     run_var: float = 0.0
+    untimed_runs: int = 0
+    untimed_s: float = 0.0
     #: Outlet samples the block's outlet volume rests on (its information).
     info: float = 0.0
+    #: The block's outlet volume as an instant meter's readings give it, and the
+    #: larger of that and the counted volume (``_close_block``), L.
+    instant_l: float = 0.0
+    both_l: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,14 +329,20 @@ class SanitaryDischargeDetector:
         self.active = False
         self._pending: deque[_Pending] = deque(maxlen=20)
         self._block = _Block()
-        self._calib: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        #: Each calibration block's ratio read two ways: the outlet volume an instant
+        #: meter gives (rate x run time where the rate is shown) and the larger of
+        #: that and the counted volume (``_close_block``); the site's meter decides
+        #: which is used (``_ratio_index``).
+        self._calib: deque[tuple[float, float]] = deque(maxlen=CALIBRATION_KEEP)
         #: Each calibration block's weight, 1 / sigma^2 of its share: a block of 25
         #: cycles knows the ratio far better than one of two cycles timed only to
         #: the pit's interval.
         self._calib_weight: deque[float] = deque(maxlen=CALIBRATION_KEEP)
         #: (ratio, relative variance its pit side and run times explain, samples)
         #: of each calibration block.
-        self._calib_info: deque[tuple[float, float, float]] = deque(maxlen=CALIBRATION_KEEP)
+        self._calib_info: deque[tuple[tuple[float, float], float, float]] = deque(
+            maxlen=CALIBRATION_KEEP
+        )
         #: Where the outlet's gap-free integral has reached.
         self._integrated_to: datetime | None = None
         #: Outlet flow while running on clean blocks (the pump's normal rate out there).
@@ -325,6 +365,15 @@ class SanitaryDischargeDetector:
         #: of the off period the latest fill was measured in.
         self._prev_end: datetime | None = None
         self._off_s: deque[float] = deque(maxlen=3 * STALE_OFF_PERIODS)
+        #: Flowing readings judged, how many were fractions of the site's recent
+        #: highest, the recent ones, and the meter's kind once decided
+        #: (``_learn_meter``, ``_averaging_meter``).
+        self._wet_readings = 0
+        self._partial_readings = 0
+        self._recent_wet: deque[float] = deque(maxlen=METER_REFERENCE_KEEP)
+        self._meter_kind: bool | None = None
+        #: Mean estimated run time of the untimed runs of each recent block, s.
+        self._untimed_mean: deque[float] = deque(maxlen=UNTIMED_HISTORY)
         self._fill_off_s: deque[float] = deque(maxlen=STALE_OFF_PERIODS)
         interval = state.outlet.interval_s
         self._outlet_wait = max(OUTLET_LAG_MIN, timedelta(seconds=1.5 * interval))
@@ -424,6 +473,9 @@ class SanitaryDischargeDetector:
         if not drained or not big:
             self._skip(c, state)
             return None  # blocked line (it never drains the pit) or float chatter
+        if self._outlet_gap(c, state):
+            self._skip(c, state)
+            return None  # a lost outlet message took its water with it: unobserved
         # In a storm the pump mostly moves the inflow during its run, and that inflow
         # is only known from the fills before it: the balance says little then. (The
         # inflow *during the run* decides; the settling span after it is pit level.)
@@ -436,6 +488,7 @@ class SanitaryDischargeDetector:
         # term uncertain by more than half the smallest share to detect cannot show
         # that share either.
         uncertain_l = inflow_l * max(state.cycles.fill_rate_spread(), SCATTER_FLOOR)
+        bounded = False
         if inflow_l > MAX_INFLOW_SHARE * pit_l or uncertain_l > CUSUM_REFERENCE * pit_l:
             # Only the drawdown is sure: the pump moved at least that much. A block
             # with such a lower bound can show a dry outlet (no flow while the pump
@@ -444,12 +497,9 @@ class SanitaryDischargeDetector:
             if pit_l < max(MIN_CYCLE_VOLUME_L, MIN_BAND_SHARE * state.ctx.band_l):
                 self._skip(c, state)
                 return None
-            self._block.bounded = True
-        inflow_var, noise_var, trend_var = self._pit_variance(c, settled, state, stale_error)
-        self._block.pit_var += inflow_var + noise_var
-        self._block.inflow_var += inflow_var
-        self._block.trend_var += trend_var
-        return self._add_pooled(c, pit_l, state)
+            bounded = True
+        variances = self._pit_variance(c, settled, state, stale_error)
+        return self._add_pooled(c, pit_l, state, variances, bounded)
 
     @staticmethod
     def _pit_variance(
@@ -514,7 +564,14 @@ class SanitaryDischargeDetector:
             return 0.0
         return abs(change) * state.cycles.fill_rate_cm_s()
 
-    def _add_pooled(self, c: PumpCycle, pit_l: float, state: SiteState) -> Verdict | None:
+    def _add_pooled(
+        self,
+        c: PumpCycle,
+        pit_l: float,
+        state: SiteState,
+        variances: tuple[float, float, float],
+        bounded: bool,
+    ) -> Verdict | None:
         """Pool the cycle into the open block; judge the block once the outlet has had
         enough samples inside runs that its volume is known, not guessed.
 
@@ -527,18 +584,40 @@ class SanitaryDischargeDetector:
         """
         lag = self._line_lag(state) + self._outlet_wait
         end = c.end_ts + lag
+        window = state.outlet.between(c.before_ts, end)
+        sure, wet_offsets, dry_offsets = self._run_samples(c, state, end)
+        if not sure and self._averaging_meter() and self._counted_dry(window, pit_l, state):
+            sure = window[-1:]
+        verdict: Verdict | None = None
+        if self._block.wet_flows and sure and all(o.flow_lpm < FLOW_PRESENT_LPM for o in window):
+            # A run whose outlet read dry while the pump surely ran (and had filled the
+            # line) is not pooled with runs that flowed: the flowing runs' rate x this
+            # run's time would count water its own samples say never came. The open
+            # block is judged on its own, and this run starts the next.
+            closing, self._block = self._block, _Block()
+            verdict = self._close_block(closing, state)
         b = self._block
+        inflow_var, noise_var, trend_var = variances
+        b.pit_var += inflow_var + noise_var
+        b.inflow_var += inflow_var
+        b.trend_var += trend_var
+        b.bounded = b.bounded or bounded
+        b.sure_dry += len(sure)
+        b.wet_offsets += wet_offsets
+        b.dry_offsets += dry_offsets
         b.outlet_l += self._outlet_litres(state, self._integrated_to or c.before_ts, end)
         self._integrated_to = end
-        window = state.outlet.between(c.before_ts, end)
         b.samples += [o.flow_lpm for o in window]
         b.wet_flows = [x for x in b.samples if x >= FLOW_PRESENT_LPM]
         timed = state.cycles.net_rate_cm_s() is not None
         b.timed = b.timed and timed
         run_s = self._run_seconds(c, state, timed)
         b.run_s += run_s
-        b.run_var += self._run_variance(run_s, state, timed)
-        self._pool_run_samples(c, state, end, b)
+        if timed:
+            b.run_var += self._run_variance(run_s, state, timed)
+        else:
+            b.untimed_runs += 1
+            b.untimed_s += run_s
         # How many outlet samples fall inside a run is floor or ceil of its length in
         # intervals (phase random), and that length is itself only estimated from
         # the pit: each run's count is taken as uncertain by the worst case, 1/4.
@@ -552,19 +631,63 @@ class SanitaryDischargeDetector:
         # inside runs all dry, or the count of in-run samples known to BLOCK_REL_ERROR.
         dry = not b.wet_flows and b.sure_dry >= MIN_SURE_DRY_SAMPLES
         known = dry or len(b.wet_flows) >= MIN_RATE_SAMPLES or (counted and bool(b.wet_flows))
+        untimed_need = self._untimed_block_cycles(b, state) if b.untimed_runs else None
+        if untimed_need is not None and not dry:
+            known = b.cycles >= untimed_need
         if not known and b.cycles < BLOCK_MAX_CYCLES:
-            return None
+            return verdict
         self._block = _Block()
-        return self._close_block(b, state)
+        if b.untimed_runs:
+            self._untimed_mean.append(b.untimed_s / b.untimed_runs)
+        return self._close_block(b, state) or verdict
 
-    def _pool_run_samples(self, c: PumpCycle, state: SiteState, end: datetime, b: _Block) -> None:
-        """Count the outlet samples inside this run that can show a dry outlet, and
-        keep every sample's offset from the run's start (the flowing window's data)."""
+    def _untimed_block_cycles(self, b: _Block, state: SiteState) -> int | None:
+        """Cycles a block of runs the pit cannot time pools before it is judged.
+
+        Such a run counts a pit interval if a sample saw it, 0 if none did: unbiased
+        only over a number of runs fixed in advance. Closing the block at its second
+        flowing outlet sample (as timed blocks do) would stop on the very event that
+        makes the estimate large where pit and outlet share a clock: blocks would
+        end on a seen run, and read too much outlet water for their cycles. So the
+        block pools the runs its estimate needs to be known to ``BLOCK_REL_ERROR``
+        (relative variance (I - D) / (n x D) for runs of D s at pit interval I), D
+        from the site's earlier blocks, never this one's. None where runs outlast the
+        interval (every run is seen: the usual rules close the block)."""
+        node = state.ctx.site.node_of_kind(NodeKind.PIT)
+        interval = node.interval_s if node is not None else 0.0
+        history = [d for d in self._untimed_mean if d > 0]
+        if not history:
+            return UNTIMED_FIRST_BLOCK  # fixed in advance: this block's own runs decide nothing
+        mean = _median(history)
+        if mean <= 0:
+            return BLOCK_MAX_CYCLES  # no run seen yet: nothing to pool towards
+        if mean >= interval:
+            return None  # runs outlast the interval: every one is seen, no lottery
+        need = (interval - mean) / (mean * BLOCK_REL_ERROR**2)
+        return min(BLOCK_MAX_CYCLES, math.ceil(need))
+
+    def _run_samples(
+        self, c: PumpCycle, state: SiteState, end: datetime
+    ) -> tuple[list[OutletSample], list[float], list[float]]:
+        """The outlet samples inside this run that can show a dry outlet, and every
+        sample's offset from the run's start, flowing and dry (the flowing window's
+        data)."""
         # Only outlet samples inside a run (after the line's fill time) can show a dry
         # outlet: short regular runs can fall between samples cycle after cycle (the
         # pump's period locks to the node's), and a missing flow says nothing then.
-        run_start, run_end = run_span(c, state)
-        sure = state.outlet.between(run_start + self._line_lag(state), run_end)
+        # Inside the part of the run the pit makes certain (``physics.sure_run``), not
+        # the best estimate of the run: a pit node sampling on an interval places a
+        # start only to half an interval, and an outlet sample read before the pump
+        # ran (or before it filled the line) is no dry outlet.
+        run_start, _run_end = run_span(c, state)
+        certain = sure_run(c, state)
+        sure = (
+            state.outlet.between(certain[0] + self._line_lag(state), certain[1])
+            if certain is not None
+            else []
+        )
+        if certain is not None and self._averaging_meter():
+            sure = self._counted_over(state, certain[0] + self._line_lag(state), certain[1])
         # The site's learned flowing window holds only while the line is held full
         # behind its check valve (no water came back after this or the last stop),
         # and offsets from the start mean something only where the pit saw the
@@ -576,25 +699,90 @@ class SanitaryDischargeDetector:
             lo, hi = flowing
             learned = [o for o in seen if lo <= (o.ts - run_start).total_seconds() <= hi]
             sure = sorted(set(sure) | set(learned), key=lambda o: o.ts)
-        b.sure_dry += len(sure)
+        wet: list[float] = []
+        dry: list[float] = []
         for o in seen:
             offset = (o.ts - run_start).total_seconds()
-            (b.wet_offsets if o.flow_lpm >= FLOW_PRESENT_LPM else b.dry_offsets).append(offset)
+            (wet if o.flow_lpm >= FLOW_PRESENT_LPM else dry).append(offset)
+        return sure, wet, dry
+
+    def _counted_over(self, state: SiteState, start: datetime, end: datetime) -> list[OutletSample]:
+        """A pulse counter's readings whose counting interval (since the reading before)
+        overlaps ``[start, end]`` by long enough that the outlet's normal flow over the
+        overlap would read as flowing: a zero from such a reading is a dry outlet.
+
+        Its reading is the mean flow over its interval, so a run shorter than the
+        interval still lands in one (an instant meter's reading lands in a run only
+        by chance). A reading is taken only if the overlap's share of its interval x
+        the normal flow reaches ``COUNTED_OVERLAP_MARGIN`` x ``FLOW_PRESENT_LPM`` (and
+        never under ``MIN_COUNTED_OVERLAP``): a second of flow in 30 s reads as idle.
+        """
+        if end <= start:
+            return []
+        interval = state.outlet.interval_s
+        # The outlet's flow while running: the pump's as the pit sees it x the site's
+        # normal outlet/pit ratio (the lowest healthy one before calibration). A pulse
+        # counter's own readings are fractions of it and cannot tell it.
+        normal, _unit, calibrated = self._normal()
+        ratio = normal if calibrated else HEALTHY_RATIO_LOW
+        flow = max((pit_pump_lpm(state) or 0.0) * ratio, MIN_PUMP_FLOW_LPM)
+        cap = timedelta(seconds=OUTLET_GAP_FACTOR * interval)
+        pts = state.outlet.between(start - cap, end + cap)
+        out: list[OutletSample] = []
+        for a, o in pairwise(pts):
+            span = (o.ts - a.ts).total_seconds()
+            if span <= 0 or o.ts - a.ts > cap:
+                continue  # a lost report: this one counted over an unknown span
+            overlap = (min(o.ts, end) - max(a.ts, start)).total_seconds()
+            need = max(
+                MIN_COUNTED_OVERLAP_S, COUNTED_OVERLAP_MARGIN * FLOW_PRESENT_LPM * span / flow
+            )
+            if overlap >= need:
+                out.append(o)
+        return out
+
+    def _counted_dry(self, window: list[OutletSample], pit_l: float, state: SiteState) -> bool:
+        """Whether a pulse counter's readings over a whole cycle (no report lost: the
+        caller checked) say its water never came: every one reads dry, and all they
+        could have hidden (each reading plus ``FLOW_ABSENT_LPM``, over its interval)
+        is under 1 / ``COUNTED_OVERLAP_MARGIN`` of the least the pit's volume would
+        bring at the lowest healthy ratio. A pulse counter misses no run, however
+        short: this is the cycle's whole volume, counted, not a sample of it."""
+        if not window or any(o.flow_lpm >= FLOW_PRESENT_LPM for o in window):
+            return False
+        interval = state.outlet.interval_s
+        hidden = sum((o.flow_lpm + FLOW_ABSENT_LPM) * interval / 60.0 for o in window)
+        return pit_l * HEALTHY_RATIO_LOW >= COUNTED_OVERLAP_MARGIN * hidden
 
     def _close_block(self, b: _Block, state: SiteState) -> Verdict | None:
         """The closed block's balance (pit volume vs outlet volume), judged."""
-        if b.run_s <= 0 or not b.samples:
-            return None  # no run timed or no outlet sample: says nothing
+        if (b.run_s <= 0 and b.wet_flows) or not b.samples:
+            return None  # no run timed (a dry block needs none) or no outlet sample
         if not b.wet_flows and b.sure_dry < MIN_SURE_DRY_SAMPLES:
             return None  # no flowing sample, and too few inside runs: unobserved
-        # The outlet's flow rate while running x the pit's run time once enough flowing
-        # samples show the rate: a tee or hose lowers the rate, while sampling that
-        # aliases with short runs (or a line that drains and refills) only moves
-        # volume between samples. With fewer, the counted volume, or the rate-based
-        # one where larger (aliasing can hide samples, never add water).
+        # Two readings of the outlet's volume, each right for one kind of meter, and the
+        # larger is taken: water is called missing only when both say so.
+        # - The outlet's flow rate while running x the pit's run time, once enough
+        #   flowing samples show the rate: right for a meter that reads the flow at
+        #   the sample's instant (a tee or hose lowers the rate, while sampling that
+        #   aliases with short runs, or a line that drains and refills, only moves
+        #   volume between samples).
+        # - The counted volume (each reading held back to the one before): exact for
+        #   a pulse counter, which reports the mean flow since its last report (the
+        #   shipped ESPHome outlet node does). Its readings of a run shorter than the
+        #   interval are fractions of the rate, and their median x the run time
+        #   would read most of the water as gone.
+        #   Which meter a site has shows in its readings: an instant meter reads a
+        #   run at its rate (or not at all), a pulse counter reads the intervals a
+        #   run's start or stop fell in as fractions of it (``_averaging_meter``).
+        #   A block resting on the rate alone needs that rate shown by two readings
+        #   of an instant meter; otherwise the counted volume holds too.
         by_rate = _median(b.wet_flows) * b.run_s / 60.0 if b.wet_flows else 0.0
         rate_known = len(b.wet_flows) >= MIN_RATE_SAMPLES
-        b.balance = Balance(b.pit_l, by_rate if rate_known else max(b.outlet_l, by_rate))
+        self._learn_meter(b.wet_flows)
+        b.instant_l = by_rate if rate_known else max(b.outlet_l, by_rate)
+        b.both_l = max(b.outlet_l, by_rate)
+        b.balance = Balance(b.pit_l, b.both_l if self._ratio_index() else b.instant_l)
         # What the outlet volume rests on: the flowing samples that gave its rate, the
         # samples inside runs that read dry, or the in-run samples it was counted from.
         if rate_known:
@@ -611,6 +799,60 @@ class SanitaryDischargeDetector:
         if self._integrated_to is not None and c.before_ts > self._integrated_to:
             self._block.outlet_l += self._outlet_litres(state, self._integrated_to, c.before_ts)
         self._integrated_to = c.end_ts + self._line_lag(state) + self._outlet_wait
+
+    def _ratio_index(self) -> int:
+        """Which reading of the outlet volume this site's blocks are judged by: 0 for
+        an instant meter's, 1 (the larger of rate-based and counted) for a pulse
+        counter's or while the meter's kind is unknown."""
+        return 0 if self._averaging_meter() is False else 1
+
+    def _learn_meter(self, flows: list[float]) -> None:
+        """Count a closed block's flowing readings towards the meter's kind, each
+        against the highest of the site's recent ones (their 90th percentile), until
+        the kind is decided."""
+        if self._meter_kind is not None:
+            return
+        for x in flows:
+            if len(self._recent_wet) >= METER_REFERENCE_MIN:
+                ordered = sorted(self._recent_wet)
+                high = ordered[int(0.9 * (len(ordered) - 1))]
+                self._wet_readings += 1
+                self._partial_readings += x < PARTIAL_READING_SHARE * high
+            self._recent_wet.append(x)
+        if self._wet_readings >= METER_KIND_READINGS:
+            self._meter_kind = self._partial_readings >= (
+                AVERAGING_PARTIAL_SHARE * self._wet_readings
+            )
+
+    def _averaging_meter(self) -> bool | None:
+        """Whether this site's outlet meter reads the mean flow since its last report
+        (a pulse counter) rather than the flow at the instant; None while unknown.
+
+        A pulse counter reads the intervals a run started or stopped in as fractions
+        of the run's rate: a fair share of its flowing readings are well under the
+        site's highest. An instant meter's readings sit at the outlet's rate, give or
+        take its noise. A meter does not change kind: decided once, from the first
+        ``METER_KIND_READINGS`` flowing readings, the kind holds (a tee fitted later
+        lowers an instant meter's readings for good, which must not read as a pulse
+        counter's fractions)."""
+        return self._meter_kind
+
+    def _outlet_gap(self, c: PumpCycle, state: SiteState) -> bool:
+        """Whether an outlet message is missing around this run (from the sample
+        before it to the line's lag after it): two readings further apart than
+        ``OUTLET_GAP_FACTOR`` intervals. A pulse counter's lost report takes its
+        interval's litres with it, and an instant meter's the run's only reading;
+        either way the run's outlet volume is not known, and reading it as low would
+        call a lost message water gone elsewhere."""
+        interval = state.outlet.interval_s
+        gap = timedelta(seconds=OUTLET_GAP_FACTOR * interval)
+        end = c.end_ts + self._line_lag(state) + self._outlet_wait
+        pts = state.outlet.between(c.before_ts - gap, end)
+        # The judge waits for the outlet up to the stop plus one wait, not the lag.
+        waited = c.end_ts + self._outlet_wait
+        if not pts or pts[0].ts > c.before_ts or waited - pts[-1].ts > gap:
+            return True
+        return any(b.ts - a.ts > gap for a, b in pairwise(pts))
 
     @staticmethod
     def _outlet_litres(state: SiteState, start: datetime, end: datetime) -> float:
@@ -638,6 +880,25 @@ class SanitaryDischargeDetector:
             start, end = run_span(c, state)
             return (end - start).total_seconds()
         return 0.0
+
+    @staticmethod
+    def _run_var(b: _Block, state: SiteState) -> float:
+        """Variance (s^2) of the block's run time: the timed runs' and the untimed ones'.
+
+        A run the pit cannot time (no net rate learned) counts its midpoint span if a
+        sample saw it and 0 if none did. For runs of D s under the pit interval I the
+        span is I, seen with chance D / I: each run's estimate is I or 0, unbiased,
+        with variance D x (I - D), the whole of the estimate's size when D is half
+        of I. (Midpoint edges alone, 2 x I^2 / 12, hold only for runs longer than I.)
+        D is the block's own mean; where the pump's period locks to the node's clock
+        the seen share drifts slowly, which the persistence factor carries."""
+        if not b.untimed_runs:
+            return b.run_var
+        node = state.ctx.site.node_of_kind(NodeKind.PIT)
+        interval = node.interval_s if node is not None else 0.0
+        mean = b.untimed_s / b.untimed_runs
+        each = mean * (interval - mean) if mean < interval else interval**2 / 6.0
+        return b.run_var + b.untimed_runs * each
 
     @staticmethod
     def _run_variance(run_s: float, state: SiteState, timed: bool) -> float:
@@ -692,7 +953,7 @@ class SanitaryDischargeDetector:
     def _normal_flow(self) -> float | None:
         return _median(list(self._calib_flow)) if self._calib_flow else None
 
-    def _normal(self) -> tuple[float, float, bool]:
+    def _normal(self, i: int | None = None) -> tuple[float, float, bool]:
         """The site's normal ratio, its unit scatter, and whether it is calibrated.
 
         The unit scatter is the relative scatter of a block's outlet volume per
@@ -705,16 +966,17 @@ class SanitaryDischargeDetector:
         """
         if len(self._calib) < CALIBRATION_MIN_BLOCKS:
             return PRIOR_RATIO, UNIT_SCATTER_PRIOR, False
-        normal = weighted_median(list(self._calib), list(self._calib_weight))
+        i = self._ratio_index() if i is None else i
+        normal = weighted_median([r[i] for r in self._calib], list(self._calib_weight))
         unit2 = [
-            max((ratio / normal - 1.0) ** 2 - pit_rel, 0.0) * info
+            max((ratio[i] / normal - 1.0) ** 2 - pit_rel, 0.0) * info
             for ratio, pit_rel, info in self._calib_info
         ]
         unit = math.sqrt(_median(unit2) / CHI2_1_MEDIAN) if unit2 else UNIT_SCATTER_PRIOR
         few = len(self._calib) < 2 * CALIBRATION_MIN_BLOCKS
         return normal, max(unit, UNIT_SCATTER_PRIOR if few else UNIT_SCATTER_FLOOR), True
 
-    def _persistence(self, normal: float) -> float:
+    def _persistence(self, normal: float, i: int | None = None) -> float:
         """How much more a run of blocks scatters than independent blocks would: the
         long-run variance factor (1 + rho) / (1 - rho) of the clean blocks' deviations
         from normal, rho their lag-one autocorrelation (clipped to 0..``RHO_MAX``).
@@ -725,7 +987,8 @@ class SanitaryDischargeDetector:
         pump's period locks to the node's). A sequential test that sums blocks as
         independent reads such a slow drift as evidence; clean 30 s houses show
         rho ~ 0.7, a factor of ~5."""
-        dev = [ratio / normal - 1.0 for ratio, _pit, _info in self._calib_info]
+        i = self._ratio_index() if i is None else i
+        dev = [ratio[i] / normal - 1.0 for ratio, _pit, _info in self._calib_info]
         if len(dev) < 2 * CALIBRATION_MIN_BLOCKS:
             return (1 + RHO_PRIOR) / (1 - RHO_PRIOR)
         power = sum(d * d for d in dev)
@@ -734,16 +997,18 @@ class SanitaryDischargeDetector:
         return (1 + rho) / (1 - rho)
 
     @staticmethod
-    def _block_sigma(b: _Block, unit: float) -> float:
+    def _block_sigma(b: _Block, unit: float, run_var: float | None = None) -> float:
         """One block's share uncertainty: the outlet side by the samples it rests on,
         the pit side by its own inflow and level-noise variance, and a floor (the
-        calibrated normal is itself known only to a few %)."""
+        calibrated normal is itself known only to a few %). ``run_var`` is the
+        block's run-time variance (``_run_var``; the timed runs' alone if None)."""
         pit_rel = b.pit_var / b.pit_l**2 if b.pit_l > 0 else 1.0
         # A rate volume (flow x run time) carries the run time's error too. A dry
         # block's outlet volume is zero to the meter's idle noise: its samples fell
         # surely inside runs (after the line's fill time), and none of them flowed;
         # only its pit side is uncertain.
-        run_rel = b.run_var / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
+        runs = b.run_var if run_var is None else run_var
+        run_rel = runs / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
         outlet = unit**2 / max(b.info, 1.0) + run_rel if b.wet_flows else 0.0
         return math.sqrt(outlet + pit_rel + BLOCK_SIGMA_FLOOR**2)
 
@@ -759,13 +1024,33 @@ class SanitaryDischargeDetector:
         self._up = max(0.0, self._up + min(llr, SPRT_HEIGHT))
         self._down = max(0.0, self._down + min(-llr, SPRT_HEIGHT)) if self.active else 0.0
 
+    def _share(self, b: _Block) -> tuple[float, int, float, float, bool]:
+        """The block's diverted share against the site's normal, with the reading of
+        the outlet volume it rests on (``_ratio_index``) and that reading's normal,
+        unit scatter and calibration.
+
+        While the meter's kind is unknown the block is read both ways, each against
+        the normal learned the same way, and the smaller share is taken: water is
+        called missing only when both readings say so (an instant meter's counted
+        volume swings with how many runs its readings caught, a pulse counter's
+        rate-based one with how many intervals a run straddled)."""
+        kind = self._averaging_meter()
+        best: tuple[float, int, float, float, bool] | None = None
+        for i in (0, 1) if kind is None else (self._ratio_index(),):
+            normal, unit, calibrated = self._normal(i)
+            balance = Balance(b.pit_l, b.both_l if i else b.instant_l)
+            share = max(-1.5, min(1.0, balance.share_diverted(normal)))
+            if best is None or share < best[0]:
+                best, b.balance = (share, i, normal, unit, calibrated), balance
+        assert best is not None
+        return best
+
     def _judge(self, b: _Block, state: SiteState) -> Verdict:
         assert b.end is not None
-        normal, unit, calibrated = self._normal()
-        share = max(-1.5, min(1.0, b.balance.share_diverted(normal)))
+        share, i, normal, unit, calibrated = self._share(b)
         share = self._refill_explained(b, share, state)
-        sigma = self._block_sigma(b, unit)
-        persistence = self._persistence(normal) if calibrated else 1.0
+        sigma = self._block_sigma(b, unit, self._run_var(b, state))
+        persistence = self._persistence(normal, i) if calibrated else 1.0
         self._cusum(share, sigma * math.sqrt(persistence))
         result = BlockResult(b.end, b.cycles, b.balance.pit_l, b.balance.outlet_l, share)
         self._recent.append(result)
@@ -818,11 +1103,14 @@ class SanitaryDischargeDetector:
             return
         # The outlet's own behaviour (when it flows, at what rate) does not rest on
         # the pit's inflow term; the ratio does.
+        # Both readings of the ratio are learned: a ratio read one way must never
+        # judge blocks read the other (the meter's kind may become known later).
         if max(inflow_rel, trend_rel) <= CALIB_MAX_PIT_REL**2:
-            self._calib.append(ratio)
+            ratios = (b.instant_l / b.pit_l, b.both_l / b.pit_l)
+            self._calib.append(ratios)
             self._calib_weight.append(1.0 / sigma**2)
-            run_rel = b.run_var / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
-            self._calib_info.append((ratio, pit_rel + run_rel, b.info))
+            run_rel = self._run_var(b, state) / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
+            self._calib_info.append((ratios, pit_rel + run_rel, b.info))
         self._calib_wet.extend(b.wet_offsets)
         self._calib_dry.extend(b.dry_offsets)
         if b.wet_flows:
