@@ -174,6 +174,9 @@ SMOKE_NOT_YET = frozenset(
         "sanitary_discharge: precision",  # slow-leak check valves, a clean storm week
         "short_cycling: recall",  # failed valves on 30-60 s nodes
         "sanitary_discharge at 100%",  # long lines at 10-30 s outlet sampling
+        # A dry outlet counts only where the pit makes the run certain (seventh round):
+        # 4 cycles at 50 % on the smoke seed, 2 on the full sweep.
+        "sanitary_discharge at 50%",
         "sanitary_discharge at 25%",
     }
 )
