@@ -287,6 +287,12 @@ def _trend_error_cm_s(state: SiteState, at: datetime) -> float:
     return inflow_trend_error(fills, at, cycles.fill_rate_cm_s())
 
 
+def _pit_interval_s(state: SiteState) -> float:
+    """The pit node's registered sample interval, s (0 without a pit node)."""
+    node = state.ctx.site.node_of_kind(NodeKind.PIT)
+    return node.interval_s if node is not None else 0.0
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     n = len(ordered)
@@ -653,8 +659,7 @@ class SanitaryDischargeDetector:
         (relative variance (I - D) / (n x D) for runs of D s at pit interval I), D
         from the site's earlier blocks, never this one's. None where runs outlast the
         interval (every run is seen: the usual rules close the block)."""
-        node = state.ctx.site.node_of_kind(NodeKind.PIT)
-        interval = node.interval_s if node is not None else 0.0
+        interval = _pit_interval_s(state)
         history = [d for d in self._untimed_mean if d > 0]
         if not history:
             return UNTIMED_FIRST_BLOCK  # fixed in advance: this block's own runs decide nothing
@@ -894,8 +899,7 @@ class SanitaryDischargeDetector:
         the seen share drifts slowly, which the persistence factor carries."""
         if not b.untimed_runs:
             return b.run_var
-        node = state.ctx.site.node_of_kind(NodeKind.PIT)
-        interval = node.interval_s if node is not None else 0.0
+        interval = _pit_interval_s(state)
         mean = b.untimed_s / b.untimed_runs
         each = mean * (interval - mean) if mean < interval else interval**2 / 6.0
         return b.run_var + b.untimed_runs * each
@@ -909,8 +913,7 @@ class SanitaryDischargeDetector:
         net = state.cycles.net_rate_cm_s()
         if timed and net:
             return (run_s * _inflow_error_cm_s(state) / net) ** 2
-        node = state.ctx.site.node_of_kind(NodeKind.PIT)
-        pit_interval = node.interval_s if node is not None else 0.0
+        pit_interval = _pit_interval_s(state)
         return pit_interval**2 / 6.0 if run_s > 0 else 0.0
 
     def _line_lag(self, state: SiteState) -> timedelta:
