@@ -421,10 +421,11 @@ def score(
     mean_flow: Annotated[
         bool,
         typer.Option(
-            "--instant-flow/--mean-flow",
-            help="Sweep: outlet meters report the flow at the sample's instant (the "
-            "default), or the mean flow since their last report, like the pulse counter "
-            "of the shipped ESPHome outlet node",
+            # The first name is the one that sets True: "--mean-flow/--instant-flow".
+            "--mean-flow/--instant-flow",
+            help="Sweep: outlet meters report the mean flow since their last report, "
+            "like the pulse counter of the shipped ESPHome outlet node, or the flow at "
+            "the sample's instant (the default)",
         ),
     ] = False,
 ) -> None:

@@ -156,3 +156,31 @@ def test_mean_flow_readings_add_up_to_the_water_that_passed_the_outlet(
     read, passed = _outlet_litres(case, 12.0)
     assert passed > 100 and read == pytest.approx(passed, rel=0.05)
     assert case.dim["flow_reading"] == "mean"
+
+
+@pytest.mark.parametrize(("flag", "mean"), [("--mean-flow", True), ("--instant-flow", False)])
+def test_the_score_commands_flow_flag_says_what_the_meters_report(
+    monkeypatch: pytest.MonkeyPatch, flag: str, mean: bool
+) -> None:
+    # A typer "--a/--b" pair sets True with its first name: the flag was once reversed.
+    from typer.testing import CliRunner
+
+    import firmware_sim.scoring as scoring_module
+    import firmware_sim.sweep as sweep_module
+    from gateway.cli import app
+
+    seen: list[str] = []
+
+    def averaged(cases: list[SweepCase]) -> list[SweepCase]:
+        seen.append("mean")
+        return cases
+
+    def scored(*args: object, **kwargs: object) -> None:
+        seen.append("scored")
+        raise SystemExit(0)  # the flag was read; scoring the week is not this test's job
+
+    monkeypatch.setattr(sweep_module, "mean_flow_readings", averaged)
+    monkeypatch.setattr(scoring_module, "score_sweep", scored)
+    CliRunner().invoke(app, ["score", "--sweep", "--clean-weeks", "1", "--replicas", "1",
+                             "--only", "clean", flag])  # fmt: skip
+    assert seen == (["mean", "scored"] if mean else ["scored"])
