@@ -560,3 +560,22 @@ def test_the_meters_kind_is_told_from_its_readings() -> None:
         assert isinstance(detector, SanitaryDischargeDetector)
         kinds.append(detector._averaging_meter())
     assert kinds == [False, True]
+
+
+def test_a_tee_in_the_first_hours_does_not_make_an_instant_meter_read_as_a_pulse_counter() -> None:
+    # A tee lowers every reading of an instant meter after it alike: against the
+    # site's earlier highs they looked like a pulse counter's fractions, and the
+    # detector then read the outlet's volume the wrong way for the rest of its life.
+    site = make_site(destination="grade", pit_interval_s=10, outlet_interval_s=10)
+    sim = MiniSump(site, START, noise=1.0, outlet_offset_s=7)
+    engine = engine_for(site)
+    feed(engine, sim.run(3600))
+    sim.faults.sanitary_share = 0.5
+    feed(engine, sim.run(3 * 3600))
+    sim.faults.sanitary_share = 0.0
+    feed(engine, sim.run(4 * 3600))
+    monitor = engine._monitor(site.id)
+    assert monitor is not None
+    detector = monitor.detectors()["sanitary_discharge"]
+    assert isinstance(detector, SanitaryDischargeDetector)
+    assert detector._averaging_meter() is False

@@ -153,18 +153,19 @@ CALIB_MAX_PIT_REL = CUSUM_REFERENCE
 #: over about an hour.
 TREND_SPAN = timedelta(hours=1)
 #: A flowing reading under this share of its block's highest is a fraction of the rate
-#: (an instant meter's noise is a few %, a tee lowers every reading alike) ...
+#: (an instant meter's noise is a few %) ...
 PARTIAL_READING_SHARE = 0.7
-#: ... and a meter with at least this share of such readings averages over its
-#: interval: pulse counters show 0.13-0.49 (long runs at 10 s to 16 s runs at 30 s),
-#: instant meters next to none.
+#: ... and a meter with at least this share of such readings, in its clean blocks of
+#: two or more flowing readings, averages over its interval (a pulse counter reads
+#: the intervals a run started or stopped in as fractions: 0.13-0.49 of its readings,
+#: long runs at 10 s to 16 s runs at 30 s); an instant meter next to none (one caught
+#: on the ramp as the line fills, a few %). Against the block's own highest, not the
+#: site's history: a tee lowers every reading after it alike, and a tee's first hours
+#: read against the site's earlier highs made instant meters look like pulse counters.
 AVERAGING_PARTIAL_SHARE = 0.1
-#: Flowing readings seen before the meter's kind is decided (until then both volumes
-#: must show the water missing), and the recent ones each is compared with (at least
-#: ``METER_REFERENCE_MIN`` of them).
+#: Such flowing readings seen before the meter's kind is decided (until then both
+#: volumes must show the water missing).
 METER_KIND_READINGS = 30
-METER_REFERENCE_KEEP = 50
-METER_REFERENCE_MIN = 5
 #: A pulse counter's zero reading counts as a dry outlet only where the overlap of its
 #: interval with the certain run would have read this many times the flowing level
 #: at the site's normal flow, and at least this many seconds.
@@ -371,12 +372,11 @@ class SanitaryDischargeDetector:
         #: of the off period the latest fill was measured in.
         self._prev_end: datetime | None = None
         self._off_s: deque[float] = deque(maxlen=3 * STALE_OFF_PERIODS)
-        #: Flowing readings judged, how many were fractions of the site's recent
-        #: highest, the recent ones, and the meter's kind once decided
+        #: Flowing readings of clean blocks judged for the meter's kind, how many were
+        #: fractions of their block's highest, and the kind once decided
         #: (``_learn_meter``, ``_averaging_meter``).
         self._wet_readings = 0
         self._partial_readings = 0
-        self._recent_wet: deque[float] = deque(maxlen=METER_REFERENCE_KEEP)
         self._meter_kind: bool | None = None
         #: Mean estimated run time of the untimed runs of each recent block, s.
         self._untimed_mean: deque[float] = deque(maxlen=UNTIMED_HISTORY)
@@ -784,7 +784,6 @@ class SanitaryDischargeDetector:
         #   of an instant meter; otherwise the counted volume holds too.
         by_rate = _median(b.wet_flows) * b.run_s / 60.0 if b.wet_flows else 0.0
         rate_known = len(b.wet_flows) >= MIN_RATE_SAMPLES
-        self._learn_meter(b.wet_flows)
         b.instant_l = by_rate if rate_known else max(b.outlet_l, by_rate)
         b.both_l = max(b.outlet_l, by_rate)
         b.balance = Balance(b.pit_l, b.both_l if self._ratio_index() else b.instant_l)
@@ -812,18 +811,14 @@ class SanitaryDischargeDetector:
         return 0 if self._averaging_meter() is False else 1
 
     def _learn_meter(self, flows: list[float]) -> None:
-        """Count a closed block's flowing readings towards the meter's kind, each
-        against the highest of the site's recent ones (their 90th percentile), until
-        the kind is decided."""
-        if self._meter_kind is not None:
+        """Count a clean block's flowing readings towards the meter's kind, each against
+        the block's highest (``PARTIAL_READING_SHARE``), until the kind is decided
+        (``METER_KIND_READINGS``, ``AVERAGING_PARTIAL_SHARE``)."""
+        if self._meter_kind is not None or len(flows) < 2:
             return
-        for x in flows:
-            if len(self._recent_wet) >= METER_REFERENCE_MIN:
-                ordered = sorted(self._recent_wet)
-                high = ordered[int(0.9 * (len(ordered) - 1))]
-                self._wet_readings += 1
-                self._partial_readings += x < PARTIAL_READING_SHARE * high
-            self._recent_wet.append(x)
+        high = max(flows)
+        self._wet_readings += len(flows)
+        self._partial_readings += sum(1 for x in flows if x < PARTIAL_READING_SHARE * high)
         if self._wet_readings >= METER_KIND_READINGS:
             self._meter_kind = self._partial_readings >= (
                 AVERAGING_PARTIAL_SHARE * self._wet_readings
@@ -834,12 +829,12 @@ class SanitaryDischargeDetector:
         (a pulse counter) rather than the flow at the instant; None while unknown.
 
         A pulse counter reads the intervals a run started or stopped in as fractions
-        of the run's rate: a fair share of its flowing readings are well under the
-        site's highest. An instant meter's readings sit at the outlet's rate, give or
-        take its noise. A meter does not change kind: decided once, from the first
-        ``METER_KIND_READINGS`` flowing readings, the kind holds (a tee fitted later
-        lowers an instant meter's readings for good, which must not read as a pulse
-        counter's fractions)."""
+        of the run's rate: a fair share of its flowing readings are well under their
+        block's highest. An instant meter's readings sit at the outlet's rate, give
+        or take its noise. A meter does not change kind: decided once, from the first
+        ``METER_KIND_READINGS`` flowing readings of clean blocks, the kind holds (a
+        tee fitted later lowers an instant meter's readings for good, which must not
+        read as a pulse counter's fractions)."""
         return self._meter_kind
 
     def _outlet_gap(self, c: PumpCycle, state: SiteState) -> bool:
@@ -1114,6 +1109,9 @@ class SanitaryDischargeDetector:
             self._calib_weight.append(1.0 / sigma**2)
             run_rel = self._run_var(b, state) / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
             self._calib_info.append((ratios, pit_rel + run_rel, b.info))
+        # The meter's kind, only from clean blocks: a diversion's readings say what
+        # the diversion does to the outlet, not how the meter reads.
+        self._learn_meter(b.wet_flows)
         self._calib_wet.extend(b.wet_offsets)
         self._calib_dry.extend(b.dry_offsets)
         if b.wet_flows:
