@@ -271,6 +271,19 @@ class Run:
     episodes: int
 
 
+async def _sinks_done(first: FindingTimes, probe: ingest.Probe, timeout: float = 60) -> None:
+    """Wait until every finding that reached the first sink has left the last, and
+    none arrived for a second (the last findings of the run still in the sinks)."""
+    deadline, quiet_since, seen = time.monotonic() + timeout, time.monotonic(), -1
+    while time.monotonic() < deadline:
+        arrived = len(first.seconds)
+        if arrived != seen:
+            seen, quiet_since = arrived, time.monotonic()
+        elif len(probe.finding_latencies) >= arrived and time.monotonic() - quiet_since > 1:
+            return
+        await asyncio.sleep(0.05)
+
+
 async def paced(broker: BrokerProcess, args: argparse.Namespace, data_dir: Path) -> Run:
     """The gateway here, the feeder in a child process, the broker its own."""
     probe, first = ingest.Probe(), FindingTimes()
@@ -304,7 +317,7 @@ async def paced(broker: BrokerProcess, args: argparse.Namespace, data_dir: Path)
         elapsed = time.perf_counter() - t0
         cpu = ingest.cpu_seconds() - cpu0
         bcpu = ingest.cpu_seconds(broker.process.pid) - bcpu0
-        await asyncio.sleep(1.0)  # the last findings through the sinks
+        await _sinks_done(first, probe)
     episodes = sum(
         1
         for k in range(int(out["sent"]))
@@ -330,6 +343,15 @@ def _ms(values: Sequence[float]) -> str:
     return f"{p[0]:,.0f} / {p[1]:,.0f} / {p[2]:,.0f} / {max(values) * 1000:,.0f} ms"
 
 
+def _thirds(values: Sequence[float]) -> str:
+    """p99 early and late in the run: growing, the gateway is not keeping up."""
+    third = len(values) // 3
+    if not third:
+        return "none"
+    early, late = percentile(values[:third], 99), percentile(values[-third:], 99)
+    return f"{early * 1000:,.0f} / {late * 1000:,.0f} ms"
+
+
 def report(args: argparse.Namespace, run: Run) -> None:
     """The table, and the targets against it."""
     feeder = run.feeder
@@ -341,6 +363,7 @@ def report(args: argparse.Namespace, run: Run) -> None:
             f"{achieved:,.0f} msg/s for {feeder['seconds']:.1f} s ({feeder['sent']:,.0f} sent)",
         ],
         ["publish -> stored p50 / p95 / p99 / max", _ms(run.stored)],
+        ["publish -> stored p99, first / last third of the commits", _thirds(run.stored)],
         [
             "publish -> high-water finding at the first sink p50 / p95 / p99 / max",
             _ms(run.at_sinks),
