@@ -10,10 +10,11 @@ the findings store and the alert manager) in this process, with the probe of
 
 * publish -> stored: the end of the commit of the reading's batch, minus its ``ts``;
 * publish -> finding: ``--episode-sites`` sites run high water (level over the alarm
-  mark) for a second every ``EPISODE_EVERY`` of their messages, the first a few
-  seconds into the run; the detector opens a ``high_water`` finding on the second high
-  sample, whose ``ts`` is the finding's ``opened_at``. Timed when the event reaches the
-  first sink and when it leaves the last (stored in the findings store, given to the
+  mark) for a second: once each, the episodes spread evenly over the run (or, with
+  ``--episode-every N``, every N of their messages from a few seconds in). The
+  detector opens a ``high_water`` finding on the second high sample, whose ``ts`` is
+  the finding's ``opened_at``. Timed when the event reaches the first sink and when
+  it leaves the last (stored in the findings store, given to the
   alert manager, the cases and the time-series store).
 
 Printed: p50/p95/p99/max of both, the rate achieved, the gateway's CPU (cores, this
@@ -23,7 +24,8 @@ from the broker, and the load average sampled during the run.
 Usage::
 
     python bench/latency.py [--sites 1000] [--rate 5000] [--seconds 30]
-        [--connections 4] [--episode-sites 100] [--batch-interval S] [--batch-max N]
+        [--connections 4] [--episode-sites 100] [--episode-every N]
+        [--batch-interval S] [--batch-max N]
 """
 
 from __future__ import annotations
@@ -49,11 +51,11 @@ from gateway.broker import BrokerProcess, start_broker
 from gateway.domain import FindingChange, FindingEvent
 from gateway.runtime import run_gateway
 
-#: An episode site runs high for EPISODE_SAMPLES of every EPISODE_EVERY messages
-#: (1 s of 10 s at 5 msg/s a site): the finding opens on the second, clears after.
-EPISODE_EVERY = 50
+#: An episode runs high for EPISODE_SAMPLES messages (1 s at 5 msg/s a site): the
+#: finding opens on the second, clears after the episode.
 EPISODE_SAMPLES = 5
-#: The first episode starts after 10-49 messages (2-10 s at 5 msg/s), by site.
+#: No episode starts before a site's EPISODE_FIRST-th message (2 s at 5 msg/s), nor
+#: (spread once over the run) after its EPISODE_FIRST-th last.
 EPISODE_FIRST = 10
 #: A publish time's place in the payload, written in at the send (27 bytes).
 _PLACEHOLDER = "2000-01-01T00:00:00.000000Z"
@@ -64,14 +66,38 @@ TICK_S = 0.004
 # --- the feeder (a child process) ----------------------------------------------------
 
 
-def is_high(site: int, seq: int, episode_sites: int, sites: int) -> bool:
-    """Whether site number ``site`` sends its ``seq``-th message in an episode: the
-    episode sites are spread over the fleet, their episodes over the first seconds."""
-    step = max(1, sites // episode_sites) if episode_sites else 0
-    if not step or site % step or site // step >= episode_sites:
-        return False
-    start = EPISODE_FIRST + site // step % 40
-    return seq >= start and (seq - start) % EPISODE_EVERY < EPISODE_SAMPLES
+@dataclass(frozen=True)
+class Episodes:
+    """Which messages run high water: those of ``sites`` of the ``fleet``'s sites
+    (spread over it), for EPISODE_SAMPLES messages, once a site with the starts spread
+    over its ``per_site`` messages, or every ``every`` messages from a few seconds in."""
+
+    sites: int
+    fleet: int
+    per_site: int
+    every: int = 0
+
+    def high(self, site: int, seq: int) -> bool:
+        """Whether site number ``site`` sends its ``seq``-th message in an episode."""
+        step = max(1, self.fleet // self.sites) if self.sites else 0
+        if not step or site % step or site // step >= self.sites:
+            return False
+        n = site // step
+        if self.every:
+            start = EPISODE_FIRST + n % 40
+            return seq >= start and (seq - start) % self.every < EPISODE_SAMPLES
+        span = max(1, self.per_site - 2 * EPISODE_FIRST)
+        start = EPISODE_FIRST + n * span // self.sites
+        return start <= seq < start + EPISODE_SAMPLES
+
+    def starts(self, total: int) -> int:
+        """Episodes begun in the first ``total`` messages of the run."""
+        return sum(
+            1
+            for k in range(total)
+            if self.high(k % self.fleet, k // self.fleet)
+            and not self.high(k % self.fleet, k // self.fleet - 1)
+        )
 
 
 def _remaining_length(n: int) -> bytes:
@@ -111,7 +137,7 @@ class Plan:
     ts_at: int
 
 
-def plan(nodes: Sequence[Node], total: int, connections: int, episode_sites: int) -> Plan:
+def plan(nodes: Sequence[Node], total: int, connections: int, episodes: Episodes) -> Plan:
     """Message k is site k mod n's (k div n)-th: each site at rate/n messages/s."""
     packets, conn_of, ids = [], [], []
     next_id = [0] * connections
@@ -119,7 +145,7 @@ def plan(nodes: Sequence[Node], total: int, connections: int, episode_sites: int
     for k in range(total):
         site, seq = k % len(nodes), k // len(nodes)
         node = nodes[site]
-        high = is_high(site, seq, episode_sites, len(nodes))
+        high = episodes.high(site, seq)
         text = _fleet.line(node, seq, _PLACEHOLDER, "lat1", high=high).rstrip("\n")
         c = site % connections
         next_id[c] = next_id[c] % 65535 + 1
@@ -174,10 +200,11 @@ async def open_connection(port: int, client_id: str) -> tuple[asyncio.StreamWrit
 
 
 async def feed(
-    port: int, sites: int, rate: float, seconds: float, connections: int, episode_sites: int
+    port: int, rate: float, seconds: float, connections: int, episodes: Episodes
 ) -> dict[str, float]:
     """Publish the plan at ``rate``, each packet stamped with the time it is written."""
-    the_plan = plan(fleet(sites, "lat"), int(rate * seconds), connections, episode_sites)
+    nodes = fleet(episodes.fleet, "lat")
+    the_plan = plan(nodes, int(rate * seconds), connections, episodes)
     links = [await open_connection(port, f"lat-feed-{i}") for i in range(connections)]
     print("ready", flush=True)  # planned and connected: the measurement starts
     cpu0 = time.process_time()
@@ -234,9 +261,16 @@ def feeder_main(argv: Sequence[str]) -> None:
     parser.add_argument("--seconds", type=float, required=True)
     parser.add_argument("--connections", type=int, required=True)
     parser.add_argument("--episode-sites", type=int, required=True)
+    parser.add_argument("--episode-every", type=int, required=True)
     a = parser.parse_args(argv)
-    out = asyncio.run(feed(a.port, a.sites, a.rate, a.seconds, a.connections, a.episode_sites))
+    out = asyncio.run(feed(a.port, a.rate, a.seconds, a.connections, episodes_of(a)))
     print(json.dumps(out))
+
+
+def episodes_of(args: argparse.Namespace) -> Episodes:
+    """The run's episodes, from the feeder's and the benchmark's same arguments."""
+    per_site = -(-int(args.rate * args.seconds) // args.sites)
+    return Episodes(args.episode_sites, args.sites, per_site, args.episode_every)
 
 
 # --- the measurement --------------------------------------------------------------------
@@ -299,6 +333,7 @@ async def paced(broker: BrokerProcess, args: argparse.Namespace, data_dir: Path)
             *("--rate", str(args.rate), "--seconds", str(args.seconds)),
             *("--connections", str(args.connections)),
             *("--episode-sites", str(args.episode_sites)),
+            *("--episode-every", str(args.episode_every)),
             stdout=asyncio.subprocess.PIPE,
         )
         assert feeder.stdout is not None
@@ -318,12 +353,7 @@ async def paced(broker: BrokerProcess, args: argparse.Namespace, data_dir: Path)
         cpu = ingest.cpu_seconds() - cpu0
         bcpu = ingest.cpu_seconds(broker.process.pid) - bcpu0
         await _sinks_done(first, probe)
-    episodes = sum(
-        1
-        for k in range(int(out["sent"]))
-        if is_high(k % args.sites, k // args.sites, args.episode_sites, args.sites)
-        and not is_high(k % args.sites, k // args.sites - 1, args.episode_sites, args.sites)
-    )
+    episodes = episodes_of(args).starts(int(out["sent"]))
     return Run(
         probe.latencies,
         first.seconds,
@@ -361,6 +391,15 @@ def report(args: argparse.Namespace, run: Run) -> None:
         [
             f"rate (target {args.rate:,.0f})",
             f"{achieved:,.0f} msg/s for {feeder['seconds']:.1f} s ({feeder['sent']:,.0f} sent)",
+        ],
+        [
+            "high-water episodes",
+            f"{args.episode_sites} sites, "
+            + (
+                f"every {args.episode_every} messages"
+                if args.episode_every
+                else "once each, spread over the run"
+            ),
         ],
         ["publish -> stored p50 / p95 / p99 / max", _ms(run.stored)],
         ["publish -> stored p99, first / last third of the commits", _thirds(run.stored)],
@@ -420,6 +459,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--episode-sites", type=int, default=100)
+    parser.add_argument(
+        "--episode-every", type=int, default=0, help="messages (0: one episode a site)"
+    )
     parser.add_argument("--batch-interval", type=float, help="the writer's, seconds")
     parser.add_argument("--batch-max", type=int, help="the writer's, messages")
     args = parser.parse_args()
