@@ -85,11 +85,14 @@ def iso(ts: datetime) -> str:
 HIGH_WATER_SEQS = range(300, 310)
 
 
-def line(node: Node, seq: int, ts: str, boot: str = "bench1", episodes: bool = False) -> str:
-    """One telemetry payload line; with ``episodes`` the level sometimes runs high."""
+def line(
+    node: Node, seq: int, ts: str, boot: str = "bench1", episodes: bool = False, high: bool = False
+) -> str:
+    """One telemetry payload line; the level runs high with ``high``, and with
+    ``episodes`` for ``HIGH_WATER_SEQS``."""
     pump = seq % 7 == 0
     level = 20.0 + seq % 30
-    if episodes and seq % 1000 in HIGH_WATER_SEQS:
+    if high or (episodes and seq % 1000 in HIGH_WATER_SEQS):
         level, pump = 62.0, True
     return _LINE.format(
         site=node.site_id,

@@ -161,7 +161,7 @@ def raw_drain(broker: BrokerProcess, nodes: list[Node], files: list[Path], n: in
     return n / (time.perf_counter() - t0)
 
 
-async def _until_stored(runtime: Runtime, n: int, timeout: float) -> float:
+async def until_stored(runtime: Runtime, n: int, timeout: float) -> float:
     """Wait until ``n`` readings are committed; return when (perf_counter)."""
     deadline = time.perf_counter() + timeout
     m = runtime.metrics
@@ -172,7 +172,7 @@ async def _until_stored(runtime: Runtime, n: int, timeout: float) -> float:
     return time.perf_counter()
 
 
-async def _connected(runtime: Runtime) -> None:
+async def connected(runtime: Runtime) -> None:
     while not runtime.source.connected:  # noqa: ASYNC110 - a flag, not an event
         await asyncio.sleep(0.01)
 
@@ -182,12 +182,12 @@ async def gateway_live(
 ) -> dict[str, float]:
     """The gateway while the publishers blast."""
     async with run_gateway(settings_for(broker, data_dir)) as runtime:
-        await _connected(runtime)
+        await connected(runtime)
         await asyncio.sleep(0.3)
         cpu0 = cpu_seconds()
         t0 = time.perf_counter()
         pubs = await asyncio.to_thread(_fleet.start_publishers, broker.port, nodes, files)
-        t1 = await _until_stored(runtime, n, TIMEOUT_S)
+        t1 = await until_stored(runtime, n, TIMEOUT_S)
         cpu = cpu_seconds() - cpu0
         await asyncio.to_thread(_fleet.wait_all, pubs, 10)
     return {"rate": n / (t1 - t0), "cpu_cores": cpu / (t1 - t0)}
@@ -204,7 +204,7 @@ async def gateway_drain(
     """The gateway starting up to a backlog of ``n`` messages in its session."""
     settings = settings_for(broker, data_dir)
     async with run_gateway(settings) as runtime:  # creates the persistent session
-        await _connected(runtime)
+        await connected(runtime)
     await asyncio.to_thread(_publish_all, broker, nodes, files)
     profiler = None
     if profile:
@@ -216,7 +216,7 @@ async def gateway_drain(
     bcpu0 = cpu_seconds(broker.process.pid)
     t0 = time.perf_counter()
     async with run_gateway(settings) as runtime:
-        t1 = await _until_stored(runtime, n, TIMEOUT_S)
+        t1 = await until_stored(runtime, n, TIMEOUT_S)
         cpu = cpu_seconds() - cpu0
         bcpu = cpu_seconds(broker.process.pid) - bcpu0
         if profiler is not None:
@@ -239,7 +239,7 @@ async def gateway_paced(
     probe = Probe()
     async with run_gateway(settings_for(broker, data_dir)) as runtime:
         probe.install(runtime)
-        await _connected(runtime)
+        await connected(runtime)
         cpu0 = cpu_seconds()
         t0 = time.perf_counter()
         feeder = await asyncio.create_subprocess_exec(
@@ -259,7 +259,7 @@ async def gateway_paced(
         )
         out, _ = await asyncio.wait_for(feeder.communicate(), seconds + 60)
         sent = int(json.loads(out)["sent"])
-        await _until_stored(runtime, sent, 60)
+        await until_stored(runtime, sent, 60)
         elapsed = time.perf_counter() - t0
         cpu = cpu_seconds() - cpu0
         await asyncio.sleep(0.5)  # let the sinks take the last events

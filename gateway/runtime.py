@@ -160,6 +160,27 @@ async def snapshot_context(
     )
 
 
+async def snapshot_contexts(
+    events: Sequence[FindingEvent],
+    *,
+    store: TimeSeriesStore,
+    state: StateRepository,
+    packs: dict[str, RulePack],
+    registry: SiteRegistry,
+) -> dict[str, SnapshotContext]:
+    """Each event's snapshot context by finding id, all read at once. Each is two
+    reads (the store's window, the nodes' health): awaited one finding after the
+    other, each read waited for a turn of an event loop busy with ingest, and a
+    burst of openings took seconds to record (bench/latency.py)."""
+    contexts = await asyncio.gather(
+        *(
+            snapshot_context(e.finding, store=store, state=state, packs=packs, registry=registry)
+            for e in events
+        )
+    )
+    return {e.finding.id: context for e, context in zip(events, contexts, strict=True)}
+
+
 async def _state_database(
     settings: Settings, db: SqliteDatabase, stack: contextlib.AsyncExitStack
 ) -> Database:
@@ -261,12 +282,9 @@ def _finding_sinks(
     async def record_findings(events: list[FindingEvent]) -> None:
         # Gather context only for the events that freeze a snapshot (rare).
         due = events_to_snapshot(events, await findings.levels([e.finding.id for e in events]))
-        contexts = {
-            e.finding.id: await snapshot_context(
-                e.finding, store=store, state=state, packs=packs, registry=registry
-            )
-            for e in due
-        }
+        contexts = await snapshot_contexts(
+            due, store=store, state=state, packs=packs, registry=registry
+        )
         await findings.apply(events, contexts)
 
     async def copy_to_store(events: list[FindingEvent]) -> None:

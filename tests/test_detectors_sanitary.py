@@ -579,3 +579,55 @@ def test_a_tee_in_the_first_hours_does_not_make_an_instant_meter_read_as_a_pulse
     detector = monitor.detectors()["sanitary_discharge"]
     assert isinstance(detector, SanitaryDischargeDetector)
     assert detector._averaging_meter() is False
+
+
+def _long_line_house() -> SiteConfig:
+    # 34 L of line at 150 L/min: its worst-case fill time (14 s) outlasts the 11 s
+    # runs, so no outlet sample is ever surely inside a run after it, and a pit node
+    # on a 15 s interval never times a start closely enough to learn the outlet's
+    # own flowing window.
+    pit = {"diameter_cm": 46.0, "pump_on_cm": 38.0, "pump_off_cm": 24.0, "alarm_cm": 53.0}
+    return make_site(
+        destination="grade",
+        pit={**pit, "depth_cm": 73.0},
+        pit_interval_s=15,
+        outlet_interval_s=20,
+        pipe_inside_diameter_in=1.5,
+        line_length_m=30.0,
+    )
+
+
+def _long_line_sim(site: SiteConfig, seed: int = 1) -> MiniSump:
+    return MiniSump(
+        site,
+        START,
+        pump_lpm=150.0,
+        inflow_lpm=8.0,
+        inflow_jitter=0.15,
+        noise=0.5,
+        outlet_offset_s=7,
+        seed=seed,
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_full_diversion_no_sample_can_see_inside_a_run_opens_on_the_streak_of_dry_cycles(
+    seed: int,
+) -> None:
+    site = _long_line_house()
+    sim = _long_line_sim(site, seed)
+    engine = engine_for(site)
+    events = feed(engine, sim.run(24 * 3600))
+    onset = START + timedelta(seconds=sim.t)
+    sim.faults = Faults(sanitary_share=1.0)
+    events += feed(engine, sim.run(3 * 3600))
+    (finding,) = opened(events, "sanitary_discharge")
+    assert onset < finding.opened_at < onset + timedelta(hours=2)
+    assert finding.evidence["cycles_without_flowing_reading"] > 0
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_same_house_in_health_raises_no_finding_in_two_days(seed: int) -> None:
+    site = _long_line_house()
+    events = feed(engine_for(site), _long_line_sim(site, seed).run(48 * 3600))
+    assert opened(events, "sanitary_discharge") == []

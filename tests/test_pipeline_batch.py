@@ -1,5 +1,6 @@
 """The pipeline hands the detectors a socket read's readings at once, in arrival order,
-and never lets a later status or refused message overtake a waiting reading."""
+and never lets a later status or refused message overtake a waiting reading; the finding
+events queued meanwhile reach the sinks together, in order."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gateway.domain import RawMessage, Reading
+from gateway.domain import FindingChange, FindingEvent, RawMessage, Reading
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline
 from gateway.rules.sequences import engine_for, make_site
@@ -57,7 +58,7 @@ class _Spy:
         return self.engine.on_heard(site_id, node_id, received_at)
 
 
-def _pit(seq: int) -> RawMessage:
+def _pit(seq: int, level_cm: float = 20.0) -> RawMessage:
     payload = {
         "v": 1,
         "site_id": SITE.id,
@@ -66,7 +67,7 @@ def _pit(seq: int) -> RawMessage:
         "seq": seq,
         "boot": "b1",
         "kind": "pit",
-        "readings": {"level_cm": 20.0, "pump_on": False},
+        "readings": {"level_cm": level_cm, "pump_on": False},
     }
     topic = f"sumpwatch/v1/{SITE.id}/pit/telemetry"
     return RawMessage(topic, json.dumps(payload).encode(), NOW + timedelta(seconds=seq))
@@ -126,3 +127,45 @@ def test_draining_judges_the_readings_still_waiting() -> None:
         return spy.calls
 
     assert asyncio.run(run()) == [("readings", 1)]
+
+
+class _GatedSink:
+    """A finding sink busy with its first call until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.calls: list[list[tuple[FindingChange, str]]] = []
+
+    async def __call__(self, events: list[FindingEvent]) -> None:
+        self.calls.append([(e.change, e.finding.rule_id) for e in events])
+        await self.gate.wait()
+
+
+def test_finding_events_queued_while_the_sinks_are_busy_reach_them_in_one_call() -> None:
+    async def run() -> list[list[tuple[FindingChange, str]]]:
+        sink = _GatedSink()
+        pipeline = Pipeline(
+            Validator(),
+            _Writer(),  # type: ignore[arg-type]
+            Metrics(),
+            detectors=engine_for(SITE),
+            sinks=[sink],
+        )
+        task = asyncio.create_task(pipeline.run_sinks())
+        seq = 0
+        # Three socket reads, each judged on its own turn: high water opens, clears
+        # (two samples well below the mark) and opens again.
+        for level in (60.0, 20.0, 60.0):
+            for _ in range(2):
+                pipeline.handle(_pit(seq, level))
+                seq += 1
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        sink.gate.set()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        task.cancel()
+        return sink.calls
+
+    opened, cleared = (FindingChange.OPENED, "high_water"), (FindingChange.CLEARED, "high_water")
+    assert asyncio.run(run()) == [[opened], [cleared, opened]]

@@ -3,6 +3,7 @@ change, canonical JSON with its SHA-256, never overwritten."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -24,12 +25,13 @@ from gateway.domain import (
 from gateway.errors import StoreError
 from gateway.registry import load_registry
 from gateway.rules.pack import load_packs
-from gateway.runtime import snapshot_context
+from gateway.runtime import snapshot_context, snapshot_contexts
 from gateway.settings import REPO_DIR
 from gateway.state.database import Connection, Database, SqliteDatabase
 from gateway.state.deadletters import StateRepository
 from gateway.state.findings import FindingRepository
 from gateway.state.snapshots import SnapshotContext, canonical_json, snapshot_content
+from gateway.store.base import SeriesQuery
 from gateway.store.sqlite import SqliteStore
 
 T0 = datetime(2026, 12, 1, 6, tzinfo=UTC)
@@ -167,3 +169,30 @@ async def test_a_store_outage_leaves_a_snapshot_that_says_what_it_lacks(tmp_path
     [snap] = await repo.snapshots("f1")
     assert snap.data["note"] == ctx.note and snap.intact
     await state_db.close()
+
+
+class _MeetingStore:
+    """A store whose window reads return only once ``parties`` of them are under way."""
+
+    def __init__(self, parties: int) -> None:
+        self.barrier = asyncio.Barrier(parties)
+
+    async def readings(self, query: SeriesQuery) -> list[Reading]:
+        await self.barrier.wait()
+        return []
+
+
+class _NoHealth:
+    async def statuses(self, site_id: str) -> list[object]:
+        return []
+
+
+async def test_the_contexts_of_findings_opened_together_are_read_at_once() -> None:
+    events = [FindingEvent(FindingChange.OPENED, _finding(id=f"f{i}")) for i in range(3)]
+    async with asyncio.timeout(5):  # read one after the other, the first never returns
+        contexts = await snapshot_contexts(
+            events, store=_MeetingStore(3), state=_NoHealth(), packs=load_packs(),  # type: ignore[arg-type]
+            registry=load_registry(REPO_DIR / "deploy" / "sites.example.toml"),
+        )  # fmt: skip
+    assert sorted(contexts) == ["f0", "f1", "f2"]
+    assert all(c.pack.startswith("edgar@sha256:") for c in contexts.values())

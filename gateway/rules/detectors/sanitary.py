@@ -64,6 +64,7 @@ from gateway.rules.detectors.base import (
     iso,
     r1,
 )
+from gateway.rules.detectors.dry_streak import DryStreak
 from gateway.rules.detectors.lazy import LazyDeque
 from gateway.rules.physics import (
     Balance,
@@ -235,6 +236,9 @@ class _Block:
     #: larger of that and the counted volume (``_close_block``), L.
     instant_l: float = 0.0
     both_l: float = 0.0
+    #: Closed dry on the site's streak of cycles without a flowing reading
+    #: (``DryStreak``), not on samples surely inside runs.
+    streak_dry: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,6 +385,8 @@ class SanitaryDischargeDetector:
         #: Mean estimated run time of the untimed runs of each recent block, s.
         self._untimed_mean: LazyDeque[float] = LazyDeque(maxlen=UNTIMED_HISTORY)
         self._fill_off_s: LazyDeque[float] = LazyDeque(maxlen=STALE_OFF_PERIODS)
+        #: Cycles in a row without a flowing reading, against the site's catch rate.
+        self._misses = DryStreak()
         interval = state.outlet.interval_s
         self._outlet_wait = max(OUTLET_LAG_MIN, timedelta(seconds=1.5 * interval))
 
@@ -619,6 +625,7 @@ class SanitaryDischargeDetector:
         b.timed = b.timed and timed
         run_s = self._run_seconds(c, state, timed)
         b.run_s += run_s
+        self._count_miss(c, window, state)
         if timed:
             b.run_var += self._run_variance(run_s, state, timed)
         else:
@@ -635,7 +642,8 @@ class SanitaryDischargeDetector:
         counted = expected >= 1.0 and b.var**0.5 <= BLOCK_REL_ERROR * expected
         # Known: the outlet's rate seen by enough flowing samples, or enough samples
         # inside runs all dry, or the count of in-run samples known to BLOCK_REL_ERROR.
-        dry = not b.wet_flows and b.sure_dry >= MIN_SURE_DRY_SAMPLES
+        b.streak_dry = not b.wet_flows and self._misses.improbable()
+        dry = not b.wet_flows and (b.sure_dry >= MIN_SURE_DRY_SAMPLES or b.streak_dry)
         known = dry or len(b.wet_flows) >= MIN_RATE_SAMPLES or (counted and bool(b.wet_flows))
         untimed_need = self._untimed_block_cycles(b, state) if b.untimed_runs else None
         if untimed_need is not None and not dry:
@@ -646,6 +654,24 @@ class SanitaryDischargeDetector:
         if b.untimed_runs:
             self._untimed_mean.append(b.untimed_s / b.untimed_runs)
         return self._close_block(b, state) or verdict
+
+    def _count_miss(self, c: PumpCycle, window: list[OutletSample], state: SiteState) -> None:
+        """Whether this cycle's outlet showed a flowing reading, at the phase its
+        samples fell against the run, for the streak of cycles without one
+        (``DryStreak``). A line not held full behind its check valve answers late
+        (the next run refills it first), so such a cycle's silence is no miss: the
+        streak starts again."""
+        if not self._line_held:
+            self._misses.break_streak()
+            return
+        interval = max(state.outlet.interval_s, 1.0)
+        run_start = run_span(c, state)[0]
+        first = next((o for o in window if o.ts >= run_start), None)
+        if first is None or (first.ts - run_start).total_seconds() >= interval:
+            return  # no sample in the interval after the start: nothing to phase
+        phase = (first.ts - run_start).total_seconds() / interval
+        caught = any(o.flow_lpm >= FLOW_PRESENT_LPM for o in window)
+        self._misses.observe(caught, phase)
 
     def _untimed_block_cycles(self, b: _Block, state: SiteState) -> int | None:
         """Cycles a block of runs the pit cannot time pools before it is judged.
@@ -763,7 +789,7 @@ class SanitaryDischargeDetector:
         """The closed block's balance (pit volume vs outlet volume), judged."""
         if (b.run_s <= 0 and b.wet_flows) or not b.samples:
             return None  # no run timed (a dry block needs none) or no outlet sample
-        if not b.wet_flows and b.sure_dry < MIN_SURE_DRY_SAMPLES:
+        if not b.wet_flows and b.sure_dry < MIN_SURE_DRY_SAMPLES and not b.streak_dry:
             return None  # no flowing sample, and too few inside runs: unobserved
         # Two readings of the outlet's volume, each right for one kind of meter, and the
         # larger is taken: water is called missing only when both say so.
@@ -795,7 +821,9 @@ class SanitaryDischargeDetector:
             b.info = float(b.sure_dry)
         else:
             b.info = max(b.run_s / max(state.outlet.interval_s, 1.0), 1.0)
-        return self._judge(b, state)
+        verdict = self._judge(b, state)
+        self._misses.end_block()
+        return verdict
 
     def _skip(self, c: PumpCycle, state: SiteState) -> None:
         """A cycle not judged: the outlet up to its start (the last judged run's tail)
@@ -1112,6 +1140,7 @@ class SanitaryDischargeDetector:
         # The meter's kind, only from clean blocks: a diversion's readings say what
         # the diversion does to the outlet, not how the meter reads.
         self._learn_meter(b.wet_flows)
+        self._misses.learn()
         self._calib_wet.extend(b.wet_offsets)
         self._calib_dry.extend(b.dry_offsets)
         if b.wet_flows:
@@ -1178,6 +1207,7 @@ class SanitaryDischargeDetector:
                 "outlet_share": round(last.outlet_l / last.pit_l, 2) if last.pit_l else None,
                 "cycle_end": iso(last.end),
                 "recent_balances": [r.as_evidence() for r in self._recent],
+                "cycles_without_flowing_reading": self._misses.streak,
                 "pressure_tap": state.ctx.pressure_tap,
             },
         )

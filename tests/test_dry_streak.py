@@ -1,0 +1,98 @@
+"""The streak of cycles without a flowing reading, against the site's catch rate."""
+
+from __future__ import annotations
+
+from gateway.rules.detectors.dry_streak import LOCK_FACTOR, MIN_CAUGHT, DryStreak, wilson_low
+
+#: Phases (share of the outlet interval) where a healthy outlet is caught / missed.
+FLOWING, BEFORE_THE_WATER = 0.3, 0.85
+
+
+def _clean_history(streak: DryStreak, cycles: int) -> None:
+    """Clean blocks of ten cycles: samples sweep the phases, caught below 0.6."""
+    for i in range(cycles):
+        phase = (i * 0.37) % 1.0
+        streak.observe(phase < 0.6, phase)
+        if i % 10 == 9:
+            streak.learn()
+            streak.end_block()
+
+
+def _misses(streak: DryStreak, n: int, phase: float | None = None) -> None:
+    for i in range(n):
+        streak.observe(False, (i * 0.37) % 1.0 if phase is None else phase)
+
+
+def test_nothing_is_evidence_until_enough_clean_cycles_were_caught() -> None:
+    streak = DryStreak()
+    _clean_history(streak, MIN_CAUGHT)
+    assert streak.catch_rate(FLOWING) is None
+    _misses(streak, 200)
+    assert not streak.improbable()
+
+
+def test_each_phases_catch_rate_is_taken_at_its_lower_bound() -> None:
+    streak = DryStreak()
+    _clean_history(streak, 400)
+    flowing = streak.catch_rate(FLOWING)
+    assert flowing is not None
+    assert 0.85 < flowing < 1.0
+    assert streak.catch_rate(BEFORE_THE_WATER) == 0.0
+
+
+def test_the_wilson_bound_of_ten_of_ten_is_well_under_one() -> None:
+    assert 0.6 < wilson_low(10, 10) < 0.8
+
+
+def test_a_streak_of_misses_across_the_phases_after_a_clean_history_is_evidence() -> None:
+    streak = DryStreak()
+    _clean_history(streak, 400)
+    _misses(streak, 60)
+    assert streak.improbable()
+
+
+def test_misses_at_a_phase_clean_cycles_also_miss_are_no_evidence() -> None:
+    # Phase lock: the pump's period sits on a multiple of the node's interval and
+    # every sample falls just before the water reaches the outlet.
+    streak = DryStreak()
+    _clean_history(streak, 400)
+    _misses(streak, 200, phase=BEFORE_THE_WATER)
+    assert not streak.improbable()
+
+
+def test_a_streak_no_longer_than_the_clean_history_allows_is_no_evidence() -> None:
+    # The clean history once showed 40 misses in a row before a catch.
+    streak = DryStreak()
+    _clean_history(streak, 400)
+    streak.observe(True, FLOWING)  # the history's last streak ends here
+    _misses(streak, 40, phase=BEFORE_THE_WATER)
+    streak.observe(True, FLOWING)
+    streak.learn()
+    streak.end_block()
+    _misses(streak, LOCK_FACTOR * 40)
+    assert not streak.improbable()
+    _misses(streak, 1)
+    assert streak.improbable()
+
+
+def test_a_streak_through_a_block_that_did_not_calibrate_never_becomes_normal() -> None:
+    # A diversion's misses end with a catch once the hose is gone: the streak must
+    # not teach the site that such streaks are normal.
+    streak = DryStreak()
+    _clean_history(streak, 400)
+    _misses(streak, 80)
+    streak.end_block()  # judged diverted: not learned
+    streak.observe(True, FLOWING)
+    streak.learn()
+    streak.end_block()
+    _misses(streak, 60)
+    assert streak.improbable()
+
+
+def test_a_line_not_held_full_breaks_the_streak() -> None:
+    streak = DryStreak()
+    _clean_history(streak, 400)
+    _misses(streak, 60)
+    streak.break_streak()
+    assert streak.streak == 0
+    assert not streak.improbable()
