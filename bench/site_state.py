@@ -15,11 +15,6 @@ nodes, only the pit reporting), and prints bytes per site:
   after the readings (``--by-part``).
 
     python bench/site_state.py [--sites 1000] [--readings 200] [--by-part] [--top 12]
-        [--lazy-deques]
-
-``--lazy-deques`` measures a proposal, not the shipped code: the detector modules' name
-``deque`` is bound, in this process only, to :class:`LazyDeque` (the same deque, made on
-first use), to show what the 31 deques of a monitor cost while empty (760 bytes each).
 """
 
 from __future__ import annotations
@@ -30,7 +25,6 @@ import gc
 import sys
 import tempfile
 import tracemalloc
-from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,55 +33,6 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-
-
-class LazyDeque:
-    """A ``collections.deque`` created on first use (for ``--lazy-deques`` only)."""
-
-    __slots__ = ("_d", "_maxlen")
-
-    def __init__(self, iterable: Any = (), maxlen: int | None = None) -> None:
-        self._maxlen = maxlen
-        self._d: deque[Any] | None = deque(iterable, maxlen) if iterable else None
-
-    def _real(self) -> deque[Any]:
-        if self._d is None:
-            self._d = deque(maxlen=self._maxlen)
-        return self._d
-
-    @property
-    def maxlen(self) -> int | None:
-        return self._maxlen
-
-    def __len__(self) -> int:
-        return 0 if self._d is None else len(self._d)
-
-    def __bool__(self) -> bool:
-        return self._d is not None and bool(self._d)
-
-    def __iter__(self) -> Any:
-        return iter(()) if self._d is None else iter(self._d)
-
-    def __reversed__(self) -> Any:
-        return iter(()) if self._d is None else reversed(self._d)
-
-    def __getitem__(self, i: int) -> Any:
-        return self._real()[i]
-
-    def __contains__(self, x: object) -> bool:
-        return self._d is not None and x in self._d
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real(), name)
-
-
-def use_lazy_deques() -> None:
-    """Bind the detector modules' ``deque`` to :class:`LazyDeque` (this process only)."""
-    from gateway.rules.detectors import base, pump, pump_failure, sanitary, silence, weather
-
-    for module in (base, pump, pump_failure, sanitary, silence, weather):
-        if hasattr(module, "deque"):
-            module.deque = LazyDeque  # type: ignore[attr-defined]
 
 
 def traced(fn: Callable[[], Any]) -> tuple[Any, int]:
@@ -193,10 +138,7 @@ def main() -> None:
     parser.add_argument("--readings", type=int, default=200, help="pit readings a site")
     parser.add_argument("--by-part", action="store_true", help="one monitor split by part")
     parser.add_argument("--top", type=int, default=0, help="top allocation sites of the engine")
-    parser.add_argument("--lazy-deques", action="store_true", help="measure the proposal")
     args = parser.parse_args()
-    if args.lazy_deques:
-        use_lazy_deques()
 
     import _fleet
 
@@ -225,7 +167,6 @@ def main() -> None:
     print(
         f"{n:,} registered sites (3 nodes each, the pit reporting), "
         f"{args.readings} pit readings a site"
-        + (" (detectors' deques made on first use: the proposal)" if args.lazy_deques else "")
     )
     print("| part | bytes a site |")
     print("|---|---|")

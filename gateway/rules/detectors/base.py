@@ -14,8 +14,7 @@ water balance of a cycle lives in ``gateway/rules/physics.py``.
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -23,6 +22,7 @@ from typing import Any, ClassVar, Protocol
 
 from gateway.domain import Severity
 from gateway.registry.models import SiteConfig
+from gateway.rules.detectors.lazy import LazyDeque
 from gateway.rules.pack import RulePack
 from gateway.rules.thresholds import (
     BACKFLOW_WINDOW,
@@ -188,33 +188,33 @@ class CycleTracker:
         self.last: PitSample | None = None
         self._run: list[PitSample] = []
         self._before: PitSample | None = None
-        self.starts: deque[datetime] = deque()
+        self.starts: LazyDeque[datetime] = LazyDeque()
         #: cm per second the level rises with the pump off (groundwater inflow).
-        self.fill_rates: deque[float] = deque(maxlen=9)
+        self.fill_rates: LazyDeque[float] = LazyDeque(maxlen=9)
         #: When each of ``fill_rates`` was measured (first and last sample of its
         #: off period): how current the inflow is, and its trend.
-        self.fill_spans: deque[tuple[datetime, datetime]] = deque(maxlen=9)
+        self.fill_spans: LazyDeque[tuple[datetime, datetime]] = LazyDeque(maxlen=9)
         self._fill_from: PitSample | None = None
         self.last_end: datetime | None = None
-        self._diffs: deque[float] = deque(maxlen=60)
+        self._diffs: LazyDeque[float] = LazyDeque(maxlen=60)
         #: Level of the last pump-off sample before each seen start (the real on
         #: mark sits just above these: registered marks are never exact).
-        self.start_levels: deque[float] = deque(maxlen=12)
+        self.start_levels: LazyDeque[float] = LazyDeque(maxlen=12)
         #: Level the current run started from (highest of the sample before and the first on).
         self.run_start_level: float | None = None
         #: Inflow rate when the current run started (cm/s).
         self.run_fill_rate: float = 0.0
         #: Pit drain rates of finished normal cycles, cm/s (pump flow / pit area).
-        self.drain_rates: deque[float] = deque(maxlen=15)
+        self.drain_rates: LazyDeque[float] = LazyDeque(maxlen=15)
         #: Lowest level of recent cycles (where the float really stops the pump).
-        self.lows: deque[float] = deque(maxlen=12)
+        self.lows: LazyDeque[float] = LazyDeque(maxlen=12)
         #: Spans of recent runs (sample before to sample after), s.
-        self.run_lengths: deque[float] = deque(maxlen=15)
+        self.run_lengths: LazyDeque[float] = LazyDeque(maxlen=15)
         #: Gross pumping rate (cm/s: the net fall plus the inflow at the run's start),
         #: from runs with two on-samples or more.
-        self.pump_rates: deque[float] = deque(maxlen=15)
+        self.pump_rates: LazyDeque[float] = LazyDeque(maxlen=15)
         #: Median motor current of recent runs the float ended (A), where reported.
-        self.run_currents: deque[float] = deque(maxlen=15)
+        self.run_currents: LazyDeque[float] = LazyDeque(maxlen=15)
 
     def net_rate_cm_s(self) -> float | None:
         """Net fall rate while pumping now, None before 3 runs with two on-samples or
@@ -456,18 +456,18 @@ class OutletHistory:
     site's learned pressure baselines (idle and running into an open line)."""
 
     def __init__(self, interval_s: float, keep_samples: timedelta, keep_volume: timedelta) -> None:
-        self.samples: deque[OutletSample] = deque()
-        self._volumes: deque[tuple[datetime, float]] = deque()
-        self._gaps: deque[datetime] = deque(maxlen=20)
+        self.samples: LazyDeque[OutletSample] = LazyDeque()
+        self._volumes: LazyDeque[tuple[datetime, float]] = LazyDeque()
+        self._gaps: LazyDeque[datetime] = LazyDeque(maxlen=20)
         self._keep_samples = keep_samples
         self._keep_volume = keep_volume
         #: A gap longer than this is not integrated (the node was silent).
         self.max_gap = timedelta(seconds=max(3 * interval_s, 30.0))
         self.interval_s = interval_s
         self.last: OutletSample | None = None
-        self._flows: deque[float] = deque(maxlen=50)
-        self._running_kpa: deque[float] = deque(maxlen=40)
-        self._idle_kpa: deque[float] = deque(maxlen=40)
+        self._flows: LazyDeque[float] = LazyDeque(maxlen=50)
+        self._running_kpa: LazyDeque[float] = LazyDeque(maxlen=40)
+        self._idle_kpa: LazyDeque[float] = LazyDeque(maxlen=40)
 
     def peak_flow_lpm(self) -> float | None:
         """Highest recent outlet flow while pumping, None before any is seen."""
@@ -528,7 +528,7 @@ class OutletHistory:
         return sum(v for t, v in self._volumes if start < t <= end)
 
 
-def _median(values: deque[float]) -> float:
+def _median(values: Iterable[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
 

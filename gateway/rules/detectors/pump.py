@@ -7,7 +7,6 @@ time and on the pit's own marks from the registry.
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -28,6 +27,7 @@ from gateway.rules.detectors.base import (
     iso,
     r1,
 )
+from gateway.rules.detectors.lazy import LazyDeque
 from gateway.rules.thresholds import (
     BACKFLOW_JUDGE_AFTER,
     BACKFLOW_LATE_FROM,
@@ -280,13 +280,13 @@ class ShortCyclingDetector:
     def __init__(self, state: SiteState) -> None:
         self.active = False
         self._pending: _Pending | None = None
-        self._judged: deque[float] = deque(maxlen=SHORT_CYCLE_WINDOW)
+        self._judged: LazyDeque[float] = LazyDeque(maxlen=SHORT_CYCLE_WINDOW)
         #: The site's recent excesses, for their scatter.
-        self._history: deque[float] = deque(maxlen=SHORT_CYCLE_HISTORY)
+        self._history: LazyDeque[float] = LazyDeque(maxlen=SHORT_CYCLE_HISTORY)
         #: The last inflow rate fitted on a period's late part: (when, cm/s).
         self._rate: tuple[datetime, float] | None = None
         #: The last few fitted late rates, for the inflow's trend.
-        self._rates: deque[tuple[datetime, float]] = deque(maxlen=TREND_PERIODS)
+        self._rates: LazyDeque[tuple[datetime, float]] = LazyDeque(maxlen=TREND_PERIODS)
 
     def restore(self) -> None:
         """Continue a finding restored from the store."""

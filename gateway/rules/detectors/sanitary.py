@@ -43,7 +43,6 @@ is honoured only where the pack's rule has a waiver clause.
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -66,6 +65,7 @@ from gateway.rules.detectors.base import (
     r1,
 )
 from gateway.rules.detectors.dry_streak import DryStreak
+from gateway.rules.detectors.lazy import LazyDeque
 from gateway.rules.physics import (
     Balance,
     inflow_trend_error,
@@ -338,44 +338,44 @@ class SanitaryDischargeDetector:
 
     def __init__(self, state: SiteState) -> None:
         self.active = False
-        self._pending: deque[_Pending] = deque(maxlen=20)
+        self._pending: LazyDeque[_Pending] = LazyDeque(maxlen=20)
         self._block = _Block()
         #: Each calibration block's ratio read two ways: the outlet volume an instant
         #: meter gives (rate x run time where the rate is shown) and the larger of
         #: that and the counted volume (``_close_block``); the site's meter decides
         #: which is used (``_ratio_index``).
-        self._calib: deque[tuple[float, float]] = deque(maxlen=CALIBRATION_KEEP)
+        self._calib: LazyDeque[tuple[float, float]] = LazyDeque(maxlen=CALIBRATION_KEEP)
         #: Each calibration block's weight, 1 / sigma^2 of its share: a block of 25
         #: cycles knows the ratio far better than one of two cycles timed only to
         #: the pit's interval.
-        self._calib_weight: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        self._calib_weight: LazyDeque[float] = LazyDeque(maxlen=CALIBRATION_KEEP)
         #: (ratio, relative variance its pit side and run times explain, samples)
         #: of each calibration block.
-        self._calib_info: deque[tuple[tuple[float, float], float, float]] = deque(
+        self._calib_info: LazyDeque[tuple[tuple[float, float], float, float]] = LazyDeque(
             maxlen=CALIBRATION_KEEP
         )
         #: Where the outlet's gap-free integral has reached.
         self._integrated_to: datetime | None = None
         #: Outlet flow while running on clean blocks (the pump's normal rate out there).
-        self._calib_flow: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        self._calib_flow: LazyDeque[float] = LazyDeque(maxlen=CALIBRATION_KEEP)
         #: Outlet flow while running / the pump's flow as the pit saw it, on clean
         #: blocks: the site's normal *rate* ratio (geometry makes it differ from 1).
-        self._calib_rate: deque[float] = deque(maxlen=CALIBRATION_KEEP)
+        self._calib_rate: LazyDeque[float] = LazyDeque(maxlen=CALIBRATION_KEEP)
         #: Seconds from their run's start of outlet samples reading flowing / dry, on
         #: clean blocks: when after a start this site's outlet flows.
-        self._calib_wet: deque[float] = deque(maxlen=WINDOW_KEEP)
-        self._calib_dry: deque[float] = deque(maxlen=WINDOW_KEEP)
+        self._calib_wet: LazyDeque[float] = LazyDeque(maxlen=WINDOW_KEEP)
+        self._calib_dry: LazyDeque[float] = LazyDeque(maxlen=WINDOW_KEEP)
         self._up = 0.0
         self._down = 0.0
         self._last_diverted: datetime | None = None
-        self._recent: deque[BlockResult] = deque(maxlen=8)
+        self._recent: LazyDeque[BlockResult] = LazyDeque(maxlen=8)
         self._episode = Balance(0.0, 0.0)
         self._line_held = True
         self._prev_leak_back = False
         #: The previous cycle's end, the last off periods' lengths (s), and the length
         #: of the off period the latest fill was measured in.
         self._prev_end: datetime | None = None
-        self._off_s: deque[float] = deque(maxlen=3 * STALE_OFF_PERIODS)
+        self._off_s: LazyDeque[float] = LazyDeque(maxlen=3 * STALE_OFF_PERIODS)
         #: Flowing readings of clean blocks judged for the meter's kind, how many were
         #: fractions of their block's highest, and the kind once decided
         #: (``_learn_meter``, ``_averaging_meter``).
@@ -383,8 +383,8 @@ class SanitaryDischargeDetector:
         self._partial_readings = 0
         self._meter_kind: bool | None = None
         #: Mean estimated run time of the untimed runs of each recent block, s.
-        self._untimed_mean: deque[float] = deque(maxlen=UNTIMED_HISTORY)
-        self._fill_off_s: deque[float] = deque(maxlen=STALE_OFF_PERIODS)
+        self._untimed_mean: LazyDeque[float] = LazyDeque(maxlen=UNTIMED_HISTORY)
+        self._fill_off_s: LazyDeque[float] = LazyDeque(maxlen=STALE_OFF_PERIODS)
         #: Cycles in a row without a flowing reading, against the site's catch rate.
         self._misses = DryStreak()
         interval = state.outlet.interval_s

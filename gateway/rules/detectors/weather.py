@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from datetime import datetime
 from typing import ClassVar
 
@@ -22,6 +21,7 @@ from gateway.rules.detectors.base import (
     iso,
     r1,
 )
+from gateway.rules.detectors.lazy import LazyDeque
 from gateway.rules.physics import (
     blocked_line_cause,
     stall_in_frost,
@@ -167,7 +167,7 @@ class IcingRiskDetector:
         self.active = False
         self._freezing_since: datetime | None = None
         #: Litres each recent pump run took out of the pit (its level's fall), by time.
-        self._pumped: deque[tuple[datetime, float]] = deque()
+        self._pumped: LazyDeque[tuple[datetime, float]] = LazyDeque()
         inst = state.ctx.site.installation
         pack = state.ctx.pack
         spec = pack.rule(self.rule_id) if pack is not None else None
