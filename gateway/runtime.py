@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -629,11 +630,26 @@ def _start(tg: asyncio.TaskGroup, parts: _Assembled) -> list[asyncio.Task[Any]]:
     return tasks
 
 
+def _freeze_start_up_heap() -> None:
+    """Leave what start-up built out of every later garbage collection.
+
+    The imports, the registry, the packs and the stores' objects live as long as the
+    process, yet each full (generation 2) collection walked them all again: pauses of
+    135 ms at 5,000 msg/s from 1,000 sites (bench/latency.py), a p99 of their own.
+    ``gc.freeze`` is CPython's documented way to move them to a permanent generation
+    (reference counting still frees them); the collection before it keeps start-up's
+    garbage out of it. Undone when the gateway stops."""
+    gc.collect()
+    gc.freeze()
+
+
 @contextlib.asynccontextmanager
 async def run_gateway(settings: Settings) -> AsyncIterator[Runtime]:
     """Open stores, start ingest, yield the running Runtime, and stop it cleanly."""
     async with contextlib.AsyncExitStack() as stack:
         parts = await _assemble(settings, stack)
+        _freeze_start_up_heap()
+        stack.callback(gc.unfreeze)  # a process that starts gateways again (tests)
         async with asyncio.TaskGroup() as tg:
             tasks = _start(tg, parts)
             try:
