@@ -260,22 +260,22 @@ def _falls(samples: list[PitSample], noise_cm: float) -> bool:
     return rate * span < -max(FALL_MIN_CM, FALL_SIGMAS * noise_cm / math.sqrt(sxx) * span)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Fill:
-    """One off period's settled fill: when (its last sample), rate (cm/s), length (s)."""
+    """One off period's settled fill."""
 
-    ts: datetime
-    rate: float
-    seconds: float
+    ts: datetime  # its last sample
+    rate: float  # cm/s
+    seconds: float  # since the stop
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Seep:
-    """A steady seep found: the fill rate before it and the step it added (cm/s)."""
+    """A steady seep found: the fill rate before it and the step it added (cm/s),
+    and the extra water per off period (cm of pit level)."""
 
     base: float
     step: float
-    #: The extra water per off period, cm of pit level.
     extra_cm: float
 
 
