@@ -144,7 +144,7 @@ FALL_MIN_CM = 1.0
 #: runs of periods; and a seep's extra water per period is bounded by the line's
 #: volume (it counts from SEEP_MIN_LINE_SHARE of it, up to BACKFLOW_MAX_LINE_SHARE).
 SEEP_BEFORE = 6
-SEEP_AFTER = 4
+SEEP_AFTER = 8
 SEEP_MIN_SAMPLES = 3
 SEEP_MIN_SPAN = timedelta(seconds=45)
 SEEP_STEP_SHARE = 0.25

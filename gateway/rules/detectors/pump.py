@@ -344,6 +344,10 @@ class ShortCyclingDetector:
     run's low level plus the late inflow rate (a least-squares fit of the late
     samples) carried back to the stop. A period cut short by a restart is judged
     at the restart against the last inflow that could be measured.
+
+    A valve seeping for the whole off period leaves no kink: the level rises evenly
+    at inflow + seep. It shows as a step in the periods' fill rate between two flat
+    runs of periods (``_step``); rain ramps up and recedes over hours instead.
     """
 
     rule_id: ClassVar[str] = "short_cycling"
