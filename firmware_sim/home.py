@@ -383,11 +383,14 @@ class HomeSim:
         """Integrate up to the next event (or ``remaining``); return the time used."""
         pit = self.model.pit
         q_in = self.inflow_lpm
-        q_back = self.backflow_lpm if self.backflow_left_l > 0 else 0.0
         q_pump, _, q_hose = self._pump_flows_now(hours)
+        # The line drains back through a bad valve only while no pump moves water:
+        # a running pump's pressure holds the line full and sends the water out.
+        leaking = self.backflow_left_l > 0 and q_pump == 0
+        q_back = self.backflow_lpm if leaking else 0.0
         if self.level_cm <= pit.intake_cm + EPS_CM and q_pump > 0:
             # Pump snoring at its intake: it can move only what flows in.
-            q_pump = min(q_pump, q_in + q_back)
+            q_pump = min(q_pump, q_in)
             q_hose *= q_pump / max(self._pump_flow_now(hours), 1e-9)
         full_hose = self.diverted and self.share >= 1.0
         filling = (not full_hose) and self.line_l < self.indoor_volume_l - 1e-9

@@ -126,6 +126,27 @@ def test_a_leaking_check_valve_seeps_back_over_the_off_period_and_is_short_cycli
     assert [c["condition"] for c in _labels(sim)] == ["short_cycling"]
 
 
+def test_a_leaking_check_valve_seeps_back_only_while_no_pump_moves_water() -> None:
+    # A 0.4 L/min seep outlasts the off period, so the pump restarts before the line
+    # has drained: its pressure must stop the seep and its flow must reach the outlet.
+    sim = _sim(4, fault=[{"kind": "check_valve_leak", "leak_lpm": 0.4, "start_h": 1.0}])
+    home = sim.home("h")
+    back = {True: 0.0, False: 0.0}  # litres seeped back in steps run wholly on / off
+    outlet_running = 0.0
+    before = (home.counters.backflow_l, home.counters.outlet_l, home.motor_on)
+    for elapsed in sim.iter_steps():
+        c = home.counters
+        whole_step = not home.pump_event_list() and home.motor_on == before[2]
+        if whole_step and elapsed > 3600:
+            back[home.motor_on] += c.backflow_l - before[0]
+            if home.motor_on:
+                outlet_running += c.outlet_l - before[1]
+        before = (c.backflow_l, c.outlet_l, home.motor_on)
+    assert back[True] == 0.0
+    assert back[False] > 1.0
+    assert outlet_running > 0.5 * home.counters.pumped_l / 4
+
+
 def test_a_pit_without_a_current_sensor_reports_no_current() -> None:
     sim = _sim(1, pump_current_sensor=False)
     assert all("pump_current_a" not in r for r in _readings(sim, "pit"))

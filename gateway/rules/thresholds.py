@@ -131,6 +131,26 @@ SHORT_CYCLE_HISTORY = 12
 #: least FALL_MIN_CM, straddle runs no sample saw and are not one off period.
 FALL_SIGMAS = 3.0
 FALL_MIN_CM = 1.0
+#: A valve that seeps back over the whole off period leaves no kink in the fill:
+#: the level rises evenly at inflow + seep. It shows as a step in the off periods'
+#: fill rate (fitted on the samples after BACKFLOW_WINDOW, at least
+#: SEEP_MIN_SAMPLES spanning SEEP_MIN_SPAN): SEEP_BEFORE flat periods, then
+#: SEEP_AFTER flat ones whose rate is SEEP_STEP_SHARE or more above theirs, the
+#: step within the one period between them (the seep began in it). Flat: the
+#: group's rates spread by at most SEEP_FLAT_SHARE of the step, and their fitted
+#: trend across the group at most SEEP_TREND_SHARE of it (before the step, only
+#: a rising trend counts: the inflow receding is no rain). Rain raises the
+#: inflow over hours (a ramp, then a recession), not as a step between two flat
+#: runs of periods; and a seep's extra water per period is bounded by the line's
+#: volume (it counts from SEEP_MIN_LINE_SHARE of it, up to BACKFLOW_MAX_LINE_SHARE).
+SEEP_BEFORE = 6
+SEEP_AFTER = 8
+SEEP_MIN_SAMPLES = 3
+SEEP_MIN_SPAN = timedelta(seconds=45)
+SEEP_STEP_SHARE = 0.25
+SEEP_FLAT_SHARE = 0.5
+SEEP_TREND_SHARE = 0.25
+SEEP_MIN_LINE_SHARE = 0.25
 
 # --- continuous run (stuck float) ------------------------------------------------
 #: A normal cycle empties the band between the marks in well under a minute; a

@@ -38,6 +38,7 @@ LABELS: dict[str, str] = {
     "running_since": "Pump running since",
     "running_for_s": "Pump running for",
     "starts_last_hour": "Pump starts in the last hour",
+    "seep_l_per_cycle": "Water seeping back through the check valve per cycle",
     "pit_volume_l": "Water pumped out of the pit",
     "outlet_volume_l": "Water measured at the outlet",
     "pumped_unaccounted_l": "Pumped but never seen at the outlet",

@@ -56,6 +56,9 @@ class LazyDeque(Generic[T]):
             raise IndexError("pop from an empty deque")
         return self._d.popleft()
 
+    def clear(self) -> None:
+        self._d = None  # small again: a cleared window is an unused one
+
     def __len__(self) -> int:
         return 0 if self._d is None else len(self._d)
 

@@ -7,6 +7,7 @@ time and on the pit's own marks from the registry.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -51,6 +52,14 @@ from gateway.rules.thresholds import (
     HIGH_WATER_SAMPLES,
     OFF_MARK_TOLERANCE_CM,
     RISER_TAP_MIN_KPA,
+    SEEP_AFTER,
+    SEEP_BEFORE,
+    SEEP_FLAT_SHARE,
+    SEEP_MIN_LINE_SHARE,
+    SEEP_MIN_SAMPLES,
+    SEEP_MIN_SPAN,
+    SEEP_STEP_SHARE,
+    SEEP_TREND_SHARE,
     SHORT_CYCLE_CLEAR_MAX,
     SHORT_CYCLE_HISTORY,
     SHORT_CYCLE_SE_FACTOR,
@@ -251,6 +260,75 @@ def _falls(samples: list[PitSample], noise_cm: float) -> bool:
     return rate * span < -max(FALL_MIN_CM, FALL_SIGMAS * noise_cm / math.sqrt(sxx) * span)
 
 
+@dataclass(frozen=True, slots=True)
+class _Fill:
+    """One off period's settled fill."""
+
+    ts: datetime  # its last sample
+    rate: float  # cm/s
+    seconds: float  # since the stop
+
+
+@dataclass(frozen=True, slots=True)
+class _Seep:
+    """A steady seep found: the fill rate before it and the step it added (cm/s),
+    and the extra water per off period (cm of pit level)."""
+
+    base: float
+    step: float
+    extra_cm: float
+
+
+def _settled_fill(p: _Pending) -> _Fill | None:
+    """The period's fill rate on its samples after any fast fall-back: the pump-off
+    ones and the restart's (the level the period reached), unless that was taken
+    after the pump had drawn the pit down (a node reporting on its interval only)."""
+    samples = [x for x in p.samples if x.ts - p.cycle.end_ts >= BACKFLOW_WINDOW]
+    off = [x for x in samples if not x.pump_on]
+    if off and samples[-1].pump_on and samples[-1].level_cm >= off[-1].level_cm:
+        off.append(samples[-1])
+    if len(off) < SEEP_MIN_SAMPLES or off[-1].ts - off[0].ts < SEEP_MIN_SPAN:
+        return None
+    rate, _ = _fit(off)
+    return _Fill(off[-1].ts, rate, (off[-1].ts - p.cycle.end_ts).total_seconds())
+
+
+def _flat(rates: list[float], step: float, *, falling_ok: bool = False) -> bool:
+    """The group's rates spread by at most SEEP_FLAT_SHARE of the step, and their
+    fitted trend over the group changes them by at most SEEP_TREND_SHARE of it: a
+    seep adds a constant rate, rain's ramp keeps rising from period to period.
+    ``falling_ok``: a falling trend is no objection (the inflow receding before a
+    step up is not rain raising it)."""
+    n = len(rates)
+    mx, my = (n - 1) / 2, sum(rates) / n
+    sxx = sum((i - mx) ** 2 for i in range(n))
+    change = sum((i - mx) * (r - my) for i, r in enumerate(rates)) / sxx * (n - 1)
+    if falling_ok:
+        change = max(change, 0.0)
+    spread = max(rates) - min(rates)
+    return spread <= SEEP_FLAT_SHARE * step and abs(change) <= SEEP_TREND_SHARE * step
+
+
+def _step(fills: list[_Fill], line_cm: float) -> _Seep | None:
+    """A step up between two steady groups of periods (the one between them is the
+    period the seep began in) whose extra water per period a seeping valve could
+    send back from the line (its volume bounds it; rain's does not stop there)."""
+    early = [f.rate for f in fills[:SEEP_BEFORE]]
+    late = [f.rate for f in fills[-SEEP_AFTER:]]
+    before, after = statistics.median(early), statistics.median(late)
+    step = after - before
+    if before <= 0 or after < before * (1 + SEEP_STEP_SHARE):
+        return None
+    if not (_flat(early, step, falling_ok=True) and _flat(late, step)):
+        return None
+    seconds = statistics.median([f.seconds for f in fills[-SEEP_AFTER:]])
+    extra_cm = step * seconds
+    low = max(BACKFLOW_MIN_CM, SEEP_MIN_LINE_SHARE * line_cm)
+    if not low <= extra_cm <= BACKFLOW_MAX_LINE_SHARE * line_cm:
+        return None
+    return _Seep(before, step, extra_cm)
+
+
 class ShortCyclingDetector:
     """Water flowing back from the riser after each stop: a failed or leaking check valve.
 
@@ -266,6 +344,10 @@ class ShortCyclingDetector:
     run's low level plus the late inflow rate (a least-squares fit of the late
     samples) carried back to the stop. A period cut short by a restart is judged
     at the restart against the last inflow that could be measured.
+
+    A valve seeping for the whole off period leaves no kink: the level rises evenly
+    at inflow + seep. It shows as a step in the periods' fill rate between two flat
+    runs of periods (``_step``); rain ramps up and recedes over hours instead.
     """
 
     rule_id: ClassVar[str] = "short_cycling"
@@ -287,6 +369,10 @@ class ShortCyclingDetector:
         self._rate: tuple[datetime, float] | None = None
         #: The last few fitted late rates, for the inflow's trend.
         self._rates: LazyDeque[tuple[datetime, float]] = LazyDeque(maxlen=TREND_PERIODS)
+        #: The last periods' settled fills, for a seep's step (consecutive periods).
+        self._fills: LazyDeque[_Fill] = LazyDeque(maxlen=SEEP_BEFORE + 1 + SEEP_AFTER)
+        #: A steady seep found and still seen.
+        self._seep: _Seep | None = None
 
     def restore(self) -> None:
         """Continue a finding restored from the store."""
@@ -445,16 +531,36 @@ class ShortCyclingDetector:
         drop = first[len(first) // 2] - last[len(last) // 2]
         return drop >= max(COLUMN_DROP_MIN_KPA, COLUMN_DROP_SHARE * running)
 
+    def _seeping(self, p: _Pending, state: SiteState) -> bool:
+        """A valve seeping back over the whole off period: the fill rate stepped up
+        from one period to the next and stayed (``_step``); it holds while the fill
+        stays above the old rate by half the step."""
+        fill = _settled_fill(p)
+        if fill is None:
+            return self._seep is not None
+        if self._fills and fill.ts - self._fills[-1].ts > TREND_MAX_GAP:
+            self._fills.clear()  # a gap: the periods before it are not this weather's
+        self._fills.append(fill)
+        if self._seep is not None:
+            if fill.rate >= self._seep.base + self._seep.step / 2:
+                return True
+            self._seep = None
+        if len(self._fills) == self._fills.maxlen:
+            self._seep = _step(list(self._fills), state.ctx.cm(state.ctx.line_volume_l))
+        return self._seep is not None
+
     def _judge(self, p: _Pending, now: PitSample, state: SiteState) -> Verdict | None:
         threshold = self.threshold_cm(state)
         backflow = self._excess(p, state)
+        seeping = self._seeping(p, state)
         if self._column_lost(p, state):
             # The pit may not show a slow leak; the riser's pressure does.
             backflow = max(backflow or 0.0, threshold)
-        if backflow is None:
+        if backflow is not None:
+            self._judged.append(backflow)
+            self._history.append(backflow)
+        if not self._judged or (backflow is None and not seeping):
             return None
-        self._judged.append(backflow)
-        self._history.append(backflow)
         hits = sum(1 for b in self._judged if b >= threshold)
         mean = sum(self._judged) / len(self._judged)
         # Opening also needs the window's mean clear of the threshold by its own
@@ -463,13 +569,17 @@ class ShortCyclingDetector:
         # measured, not modelled). A failing valve returns the same water after
         # every stop (small scatter); noise that only sometimes crosses does not.
         sure = mean - SHORT_CYCLE_SE_FACTOR * self._standard_error()
-        if not self.active and hits >= SHORT_CYCLE_TO_OPEN and sure >= threshold:
+        kinked = hits >= SHORT_CYCLE_TO_OPEN and sure >= threshold
+        if not self.active and (kinked or seeping):
             self.active = True
-        elif self.active and hits <= SHORT_CYCLE_CLEAR_MAX and len(self._judged) >= 2:
+        elif (
+            self.active and not seeping and hits <= SHORT_CYCLE_CLEAR_MAX and len(self._judged) >= 2
+        ):
             self.active = False
         if not self.active:
             return INACTIVE
         inst = state.ctx.site.installation
+        seep = self._seep
         return Verdict(
             True,
             Severity.WARNING,
@@ -477,7 +587,8 @@ class ShortCyclingDetector:
             {
                 "backflow_cm_last_cycles": [r1(b) for b in self._judged],
                 "backflow_threshold_cm": r1(threshold),
-                "backflow_l_last": r1(state.ctx.litres(backflow)),
+                "backflow_l_last": r1(state.ctx.litres(self._judged[-1])),
+                "seep_l_per_cycle": None if seep is None else r1(state.ctx.litres(seep.extra_cm)),
                 "line_volume_l": r1(state.ctx.line_volume_l),
                 "starts_last_hour": state.cycles.starts_within(now.ts, timedelta(hours=1)),
                 "registered_check_valve": inst.check_valve,
