@@ -171,8 +171,6 @@ TARGETS = (
 #: Every other target is asserted plainly: a change that breaks one fails the suite.
 SMOKE_NOT_YET = frozenset(
     {
-        "sanitary_discharge: precision",  # slow-leak check valves, a clean storm week
-        "short_cycling: recall",  # failed valves on 30-60 s nodes
         "sanitary_discharge at 100%",  # long lines at 10-30 s outlet sampling
         # A dry outlet counts only where the pit makes the run certain (seventh round):
         # 4 cycles at 50 % on the smoke seed, 2 on the full sweep.
