@@ -300,9 +300,7 @@ def _flat(rates: list[float], step: float, *, falling_ok: bool = False) -> bool:
     ``falling_ok``: a falling trend is no objection (the inflow receding before a
     step up is not rain raising it)."""
     n = len(rates)
-    mx, my = (n - 1) / 2, sum(rates) / n
-    sxx = sum((i - mx) ** 2 for i in range(n))
-    change = sum((i - mx) * (r - my) for i, r in enumerate(rates)) / sxx * (n - 1)
+    change = statistics.linear_regression(range(n), rates).slope * (n - 1)
     if falling_ok:
         change = max(change, 0.0)
     spread = max(rates) - min(rates)
