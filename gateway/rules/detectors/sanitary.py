@@ -597,7 +597,7 @@ class SanitaryDischargeDetector:
         lag = self._line_lag(state) + self._outlet_wait
         end = c.end_ts + lag
         window = state.outlet.between(c.before_ts, end)
-        sure, wet_offsets, dry_offsets = self._run_samples(c, state, end)
+        sure, wet_offsets, dry_offsets, run_start = self._run_samples(c, state, end)
         if not sure and self._averaging_meter() and self._counted_dry(window, pit_l, state):
             sure = window[-1:]
         verdict: Verdict | None = None
@@ -625,7 +625,7 @@ class SanitaryDischargeDetector:
         b.timed = b.timed and timed
         run_s = self._run_seconds(c, state, timed)
         b.run_s += run_s
-        self._count_miss(c, window, state)
+        self._count_miss(window, run_start, state)
         if timed:
             b.run_var += self._run_variance(run_s, state, timed)
         else:
@@ -655,7 +655,9 @@ class SanitaryDischargeDetector:
             self._untimed_mean.append(b.untimed_s / b.untimed_runs)
         return self._close_block(b, state) or verdict
 
-    def _count_miss(self, c: PumpCycle, window: list[OutletSample], state: SiteState) -> None:
+    def _count_miss(
+        self, window: list[OutletSample], run_start: datetime, state: SiteState
+    ) -> None:
         """Whether this cycle's outlet showed a flowing reading, at the phase its
         samples fell against the run, for the streak of cycles without one
         (``DryStreak``). A line not held full behind its check valve answers late
@@ -665,7 +667,6 @@ class SanitaryDischargeDetector:
             self._misses.break_streak()
             return
         interval = max(state.outlet.interval_s, 1.0)
-        run_start = run_span(c, state)[0]
         first = next((o for o in window if o.ts >= run_start), None)
         if first is None or (first.ts - run_start).total_seconds() >= interval:
             return  # no sample in the interval after the start: nothing to phase
@@ -699,10 +700,10 @@ class SanitaryDischargeDetector:
 
     def _run_samples(
         self, c: PumpCycle, state: SiteState, end: datetime
-    ) -> tuple[list[OutletSample], list[float], list[float]]:
-        """The outlet samples inside this run that can show a dry outlet, and every
+    ) -> tuple[list[OutletSample], list[float], list[float], datetime]:
+        """The outlet samples inside this run that can show a dry outlet, every
         sample's offset from the run's start, flowing and dry (the flowing window's
-        data)."""
+        data), and that start (``run_span``'s best estimate)."""
         # Only outlet samples inside a run (after the line's fill time) can show a dry
         # outlet: short regular runs can fall between samples cycle after cycle (the
         # pump's period locks to the node's), and a missing flow says nothing then.
@@ -710,7 +711,7 @@ class SanitaryDischargeDetector:
         # the best estimate of the run: a pit node sampling on an interval places a
         # start only to half an interval, and an outlet sample read before the pump
         # ran (or before it filled the line) is no dry outlet.
-        run_start, _run_end = run_span(c, state)
+        run_start = run_span(c, state)[0]
         certain = sure_run(c, state)
         sure = (
             state.outlet.between(certain[0] + self._line_lag(state), certain[1])
@@ -735,7 +736,7 @@ class SanitaryDischargeDetector:
         for o in seen:
             offset = (o.ts - run_start).total_seconds()
             (wet if o.flow_lpm >= FLOW_PRESENT_LPM else dry).append(offset)
-        return sure, wet, dry
+        return sure, wet, dry, run_start
 
     def _counted_over(self, state: SiteState, start: datetime, end: datetime) -> list[OutletSample]:
         """A pulse counter's readings whose counting interval (since the reading before)
