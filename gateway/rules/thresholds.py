@@ -121,6 +121,12 @@ TREND_PERIODS = 3
 SHORT_CYCLE_WINDOW = 4
 SHORT_CYCLE_TO_OPEN = 3
 SHORT_CYCLE_CLEAR_MAX = 0
+#: ... and only once no judged period has shown backflow (nor a seep) for this long:
+#: a failed or leaking valve does not mend itself, and an hour of periods that hide
+#: its backflow (a level sensor's noisy hour lifting the threshold, rain front-loading
+#: or receding) is not a repair. Clearing on the first quiet window and opening again
+#: on the next stop told a homeowner five times in a day of one failed valve.
+SHORT_CYCLE_CLEAR_AFTER = timedelta(hours=3)
 #: The window's mean must clear the threshold by this many standard errors of the
 #: site's own excess (its scatter over the last SHORT_CYCLE_HISTORY periods).
 SHORT_CYCLE_SE_FACTOR = 2.0

@@ -60,6 +60,7 @@ from gateway.rules.thresholds import (
     SEEP_MIN_SPAN,
     SEEP_STEP_SHARE,
     SEEP_TREND_SHARE,
+    SHORT_CYCLE_CLEAR_AFTER,
     SHORT_CYCLE_CLEAR_MAX,
     SHORT_CYCLE_HISTORY,
     SHORT_CYCLE_SE_FACTOR,
@@ -371,6 +372,8 @@ class ShortCyclingDetector:
         self._fills: LazyDeque[_Fill] = LazyDeque(maxlen=SEEP_BEFORE + 1 + SEEP_AFTER)
         #: A steady seep found and still seen.
         self._seep: _Seep | None = None
+        #: The last judged period that showed backflow or a seep (the clearing hold).
+        self._last_hit: datetime | None = None
 
     def restore(self) -> None:
         """Continue a finding restored from the store."""
@@ -475,14 +478,22 @@ class ShortCyclingDetector:
         return None if excess > BACKFLOW_MAX_LINE_SHARE * line_cm + noise else excess
 
     def _standard_error(self) -> float:
-        """Standard error of the judged window's mean, from the robust scatter (MAD)
-        of the site's recent excesses; 0 before SHORT_CYCLE_WINDOW are judged."""
-        if len(self._history) < SHORT_CYCLE_WINDOW:
+        """Standard error of the judged window's mean, from the scatter of the site's
+        recent excesses; 0 before SHORT_CYCLE_WINDOW are judged.
+
+        The scatter is read from the differences between consecutive periods (their
+        median absolute value: 0.6745 x sqrt(2) sigma for Gaussian scatter), not from
+        the excesses' spread about their median. A valve that fails turns the excess
+        from about 0 to about the line's volume from one period to the next: that is
+        one large difference among eleven, while the spread of a history that mixes
+        the periods before the step with those after it is half the step, and a
+        failed valve then waited until the history held no period from before."""
+        history = list(self._history)
+        if len(history) < SHORT_CYCLE_WINDOW:
             return 0.0
-        ordered = sorted(self._history)
-        mid = ordered[len(ordered) // 2]
-        dev = sorted(abs(x - mid) for x in ordered)
-        return 1.4826 * dev[len(dev) // 2] / math.sqrt(len(self._judged))
+        steps = sorted(abs(b - a) for a, b in pairwise(history))
+        sigma = steps[len(steps) // 2] / (0.6745 * math.sqrt(2.0))
+        return sigma / math.sqrt(len(self._judged))
 
     @staticmethod
     def _inflow_scatter(state: SiteState) -> float:
@@ -547,6 +558,15 @@ class ShortCyclingDetector:
             self._seep = _step(list(self._fills), state.ctx.cm(state.ctx.line_volume_l))
         return self._seep is not None
 
+    def _quiet(self, hits: int, now: datetime) -> bool:
+        """The backflow has gone: the judged window shows none, and no period has
+        for ``SHORT_CYCLE_CLEAR_AFTER`` (a restored finding starts its hold anew)."""
+        if hits > SHORT_CYCLE_CLEAR_MAX or len(self._judged) < 2:
+            return False
+        if self._last_hit is None:
+            self._last_hit = now
+        return now - self._last_hit >= SHORT_CYCLE_CLEAR_AFTER
+
     def _judge(self, p: _Pending, now: PitSample, state: SiteState) -> Verdict | None:
         threshold = self.threshold_cm(state)
         backflow = self._excess(p, state)
@@ -568,11 +588,11 @@ class ShortCyclingDetector:
         # every stop (small scatter); noise that only sometimes crosses does not.
         sure = mean - SHORT_CYCLE_SE_FACTOR * self._standard_error()
         kinked = hits >= SHORT_CYCLE_TO_OPEN and sure >= threshold
+        if seeping or (backflow is not None and backflow >= threshold):
+            self._last_hit = now.ts
         if not self.active and (kinked or seeping):
             self.active = True
-        elif (
-            self.active and not seeping and hits <= SHORT_CYCLE_CLEAR_MAX and len(self._judged) >= 2
-        ):
+        elif self.active and not seeping and self._quiet(hits, now.ts):
             self.active = False
         if not self.active:
             return INACTIVE
