@@ -264,3 +264,15 @@ def test_a_failed_valves_step_is_not_read_as_the_sites_scatter() -> None:
     outcome = run_case(random_house(1), case)
     assert "short_cycling" in outcome.opened
     assert outcome.starts_to_open is not None and outcome.starts_to_open <= 6
+
+
+def test_a_failed_valve_that_restarts_the_pump_at_once_is_short_cycling() -> None:
+    # Randomised house 14 of tests/test_detectors_sweep.py: a 26 L line on a 39 cm
+    # pit returns 22 cm to a 20 cm band, so the pump restarts as soon as it stops
+    # and a 15 s pit node reads it on at nearly every sample, the level swinging
+    # between the marks: no off period to judge, but the level comes back while
+    # the pump "runs", faster than any inflow.
+    (case,) = [c for c in CASES if c.name == "valve-failed"]
+    outcome = run_case(random_house(14), case)
+    assert "short_cycling" in outcome.opened
+    assert outcome.starts_to_open is not None and outcome.starts_to_open <= 3

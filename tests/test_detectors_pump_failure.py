@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from gateway.domain import FindingChange, FindingEvent, Severity
 from gateway.rules.sequences import Faults, MiniSump, engine_for, feed, make_site, opened
+from tests.test_detectors_sweep import Case, random_house, run_case
 
 SUMMER = datetime(2026, 7, 1, tzinfo=UTC)
 WINTER = datetime(2027, 1, 12, tzinfo=UTC)
@@ -130,3 +133,19 @@ def test_one_warm_pipe_reading_in_a_frozen_stall_is_not_a_pump_failure() -> None
     sim.pipe_c = -3.0
     events += feed(engine, sim.run(1800))
     assert opened(events, "pump_failure") == []
+
+
+@pytest.mark.parametrize("winter", [False, True], ids=["summer", "frost"])
+@pytest.mark.parametrize("seed", [4, 14])
+def test_a_failed_valve_returning_more_than_the_band_is_neither_a_stall_nor_ice(
+    seed: int, winter: bool
+) -> None:
+    # Randomised houses 4 and 14 of tests/test_detectors_sweep.py: 26-32 L lines on
+    # 42 and 39 cm pits, so a failed check valve returns 22-23 cm to a 17-20 cm band
+    # and the pump restarts at once after every stop. A 10-15 s pit node sees the
+    # pump on at nearly every sample while the level swings between the marks: the
+    # pump moves water round, it is not stalled, and in frost that is no ice.
+    case = Case("valve-failed", "short_cycling", Faults(check_valve_failed=True), winter=winter)
+    outcome = run_case(random_house(seed), case)
+    assert "pump_failure" not in outcome.opened
+    assert "frozen_line" not in outcome.opened

@@ -48,6 +48,8 @@ from gateway.rules.thresholds import (
     STALL_SHARE,
     SURE_NOISE_SIGMAS,
     SURE_RATE_FACTOR,
+    SWING_MIN_CM,
+    SWING_NOISE_SIGMAS,
     THAW_FOR,
 )
 
@@ -324,6 +326,12 @@ class Stall:
     expected_cm_s: float | None
 
 
+def swing_margin_cm(state: SiteState) -> float:
+    """How far the level must move between two pit samples to be more than noise."""
+    noise = state.cycles.level_noise_cm()
+    return SWING_NOISE_SIGMAS * math.sqrt(2.0) * noise + SWING_MIN_CM
+
+
 def stalled_run(s: PitSample, state: SiteState) -> Stall | None:
     """The current run if the pump runs but the pit does not drain.
 
@@ -357,6 +365,13 @@ def stalled_run(s: PitSample, state: SiteState) -> Stall | None:
         return None
     recent = state.outlet.between(s.ts - STALL_OUTLET_WINDOW, s.ts)
     if any(o.flow_lpm >= FLOW_PRESENT_LPM for o in recent):
+        return None
+    if tracker.run_drained(s.ts - STALL_AFTER, swing_margin_cm(state)):
+        # The level fell again between on-samples well into the run: the pump moves
+        # water and stops and restarts faster than the node reports (water coming
+        # back through a failed check valve refills more than the band at each
+        # stop). Its level stays up because the water goes round, not because the
+        # pump moves none.
         return None
     return Stall(running, tracker.run_start_level, s.level_cm, effective, learned)
 

@@ -127,6 +127,11 @@ SHORT_CYCLE_CLEAR_MAX = 0
 #: or receding) is not a repair. Clearing on the first quiet window and opening again
 #: on the next stop told a homeowner five times in a day of one failed valve.
 SHORT_CYCLE_CLEAR_AFTER = timedelta(hours=3)
+#: Short cycling also opens on this many returns (the level rising between two
+#: samples that both read the pump on, beyond the inflow and the noise) within
+#: RECIRC_SPAN: the pump restarts at once after every stop.
+RECIRC_RETURNS = 3
+RECIRC_SPAN = timedelta(minutes=10)
 #: The window's mean must clear the threshold by this many standard errors of the
 #: site's own excess (its scatter over the last SHORT_CYCLE_HISTORY periods).
 SHORT_CYCLE_SE_FACTOR = 2.0
@@ -228,6 +233,12 @@ STALL_SHARE = 0.25
 STALL_MIN_CM_S = 0.06
 #: Outlet flow at or above FLOW_PRESENT_LPM in this window means the pump moves water.
 STALL_OUTLET_WINDOW = timedelta(seconds=60)
+#: A fall of the level between two on-samples counts beyond this many sigmas of a
+#: difference of two readings (4 x sqrt(2) x the level noise) plus SWING_MIN_CM: a
+#: level that drains again between the samples of a run under way is a pump moving
+#: water (stopping and restarting faster than the node reports), never a stall.
+SWING_NOISE_SIGMAS = 4.0
+SWING_MIN_CM = 1.0
 
 # --- pump failure -----------------------------------------------------------------
 #: Level above the on mark (the higher of the registered and the learned one) by

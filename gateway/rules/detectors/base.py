@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from itertools import pairwise
 from typing import Any, ClassVar, Protocol
 
 from gateway.domain import Severity
@@ -289,6 +290,20 @@ class CycleTracker:
     def running_since(self) -> datetime | None:
         """First sample of the current run, if the pump runs now."""
         return self._run[0].ts if self._run else None
+
+    def run_drained(self, since: datetime, margin_cm: float) -> bool:
+        """Whether the level fell by more than ``margin_cm`` between two consecutive
+        on-samples of the current run after ``since``, the run's first sample left
+        out (the fall from where the run began is the stall test's own).
+
+        Once a run is under way a stalled pump drains nothing: its level only rises,
+        at the inflow's rate. A level that falls again between two samples of one
+        "run" is a pump moving water, stopping and restarting faster than the node
+        reports (a failed check valve returning more than the float band at each
+        stop restarts it at once: the level swings between the marks while every
+        sample reads the pump on)."""
+        run = [x for x in self._run[1:] if x.ts >= since]
+        return any(a.level_cm - b.level_cm > margin_cm for a, b in pairwise(run))
 
     def fill_rate_cm_s(self) -> float:
         """Median recent inflow in cm/s (0 when unknown)."""

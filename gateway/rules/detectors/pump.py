@@ -29,6 +29,7 @@ from gateway.rules.detectors.base import (
     r1,
 )
 from gateway.rules.detectors.lazy import LazyDeque
+from gateway.rules.physics import swing_margin_cm
 from gateway.rules.thresholds import (
     BACKFLOW_JUDGE_AFTER,
     BACKFLOW_LATE_FROM,
@@ -51,6 +52,8 @@ from gateway.rules.thresholds import (
     HIGH_WATER_CLEAR_MARGIN_CM,
     HIGH_WATER_SAMPLES,
     OFF_MARK_TOLERANCE_CM,
+    RECIRC_RETURNS,
+    RECIRC_SPAN,
     RISER_TAP_MIN_KPA,
     SEEP_AFTER,
     SEEP_BEFORE,
@@ -374,6 +377,10 @@ class ShortCyclingDetector:
         self._seep: _Seep | None = None
         #: The last judged period that showed backflow or a seep (the clearing hold).
         self._last_hit: datetime | None = None
+        #: The previous pit sample, and when the level last came back while the pump
+        #: read on at both samples around it (water returning between unseen runs).
+        self._prev: PitSample | None = None
+        self._returns: LazyDeque[datetime] = LazyDeque(maxlen=RECIRC_RETURNS)
 
     def restore(self) -> None:
         """Continue a finding restored from the store."""
@@ -407,6 +414,11 @@ class ShortCyclingDetector:
         if not isinstance(event, PitSample):
             return None
         s, p = event, self._pending
+        if self._returned(s, state):
+            self._last_hit = s.ts
+            if not self.active and self._recirculating(s, state):
+                self.active = True
+                return self._verdict(s, self.threshold_cm(state), state)
         if p is None or s.ts <= p.samples[-1].ts:
             return None
         p.samples.append(s)  # a restart sample counts: the level reached the on mark
@@ -558,6 +570,39 @@ class ShortCyclingDetector:
             self._seep = _step(list(self._fills), state.ctx.cm(state.ctx.line_volume_l))
         return self._seep is not None
 
+    def _returned(self, s: PitSample, state: SiteState) -> bool:
+        """The level rose between this sample and the last while both read the pump
+        on, by more than noise and the fastest recent inflow over the gap could
+        bring, and by no more than the line can give back.
+
+        While the pump runs the level falls; if it stopped and restarted between the
+        samples, the inflow alone raised it by at most its rate x the gap. More came
+        back from the line: a failed check valve returning more than the float band
+        restarts the pump at once after every stop, and a node reporting on its
+        interval then reads the pump on at nearly every sample while the level
+        swings between the marks, with no off period for the excess to judge."""
+        prev, self._prev = self._prev, s
+        if prev is None or not (prev.pump_on and s.pump_on) or s.ts <= prev.ts:
+            return False
+        gap = (s.ts - prev.ts).total_seconds()
+        inflow = max(state.cycles.fill_rates, default=0.0) * gap
+        margin = swing_margin_cm(state)
+        line_cm = state.ctx.cm(state.ctx.line_volume_l)
+        rise = s.level_cm - prev.level_cm
+        if not margin + inflow < rise <= BACKFLOW_MAX_LINE_SHARE * line_cm + margin:
+            return False
+        self._returns.append(s.ts)
+        return True
+
+    def _recirculating(self, s: PitSample, state: SiteState) -> bool:
+        """RECIRC_RETURNS returns within RECIRC_SPAN, judged against an inflow measured
+        at most FALLBACK_RATE_MAX_AGE before (a storm's inflow grows: a stale rate
+        must not make its refills look like water coming back)."""
+        spans = state.cycles.fill_spans
+        current = bool(spans) and s.ts - spans[-1][1] <= FALLBACK_RATE_MAX_AGE
+        full = len(self._returns) == self._returns.maxlen
+        return current and full and s.ts - self._returns[0] <= RECIRC_SPAN
+
     def _quiet(self, hits: int, now: datetime) -> bool:
         """The backflow has gone: the judged window shows none, and no period has
         for ``SHORT_CYCLE_CLEAR_AFTER`` (a restored finding starts its hold anew)."""
@@ -596,8 +641,12 @@ class ShortCyclingDetector:
             self.active = False
         if not self.active:
             return INACTIVE
+        return self._verdict(now, threshold, state)
+
+    def _verdict(self, now: PitSample, threshold: float, state: SiteState) -> Verdict:
         inst = state.ctx.site.installation
         seep = self._seep
+        last = r1(state.ctx.litres(self._judged[-1])) if self._judged else None
         return Verdict(
             True,
             Severity.WARNING,
@@ -605,7 +654,8 @@ class ShortCyclingDetector:
             {
                 "backflow_cm_last_cycles": [r1(b) for b in self._judged],
                 "backflow_threshold_cm": r1(threshold),
-                "backflow_l_last": r1(state.ctx.litres(self._judged[-1])),
+                "backflow_l_last": last,
+                "returns_while_running": len(self._returns),
                 "seep_l_per_cycle": None if seep is None else r1(state.ctx.litres(seep.extra_cm)),
                 "line_volume_l": r1(state.ctx.line_volume_l),
                 "starts_last_hour": state.cycles.starts_within(now.ts, timedelta(hours=1)),
