@@ -3,6 +3,7 @@ hand-built sequences."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -193,6 +194,21 @@ def test_heavy_rain_on_a_healthy_valve_is_not_a_seep() -> None:
     events = feed(engine, sim.run(2 * 3600))
     for inflow in _rain(4.0, 12.0):
         sim.inflow_lpm = inflow
+        events += feed(engine, sim.run(300))
+    assert opened(events, "short_cycling") == []
+
+
+def test_a_shower_whose_store_recedes_over_hours_is_not_a_seep() -> None:
+    # A short heavy shower steps the inflow up within one off period (5 -> 7 L/min,
+    # the extra water per period within the 25 m line's volume, as a seep's would
+    # be), and the drain tile's store then recedes with a 4 h time constant: over
+    # an hour the fill rate looks as flat as a seep's. A seep does not recede.
+    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=25.0)
+    engine = engine_for(site)
+    sim = MiniSump(site, START, noise=0.5, inflow_lpm=5.0, inflow_jitter=0.03)
+    events = feed(engine, sim.run(2 * 3600))
+    for k in range(72):  # six hours in 5-minute steps
+        sim.inflow_lpm = 5.0 + 2.5 * math.exp(-k * 5 / 240)
         events += feed(engine, sim.run(300))
     assert opened(events, "short_cycling") == []
 

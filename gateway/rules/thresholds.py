@@ -154,14 +154,24 @@ FALL_MIN_CM = 1.0
 #: inflow over hours (a ramp, then a recession), not as a step between two flat
 #: runs of periods; and a seep's extra water per period is bounded by the line's
 #: volume (it counts from SEEP_MIN_LINE_SHARE of it, up to BACKFLOW_MAX_LINE_SHARE).
+#: But a short heavy shower does step the inflow up within a period, and its store
+#: then recedes over hours: over 8 periods (an hour) the recession stayed inside
+#: the flatness rules and opened short cycling on 8 of the sweep's 200 clean
+#: site-weeks (eleventh round). A valve's seep does not recede: SEEP_AFTER periods
+#: (2-4 h) are what a steady leak-back must hold for.
 SEEP_BEFORE = 6
-SEEP_AFTER = 8
+SEEP_AFTER = 24
 SEEP_MIN_SAMPLES = 3
 SEEP_MIN_SPAN = timedelta(seconds=45)
 SEEP_STEP_SHARE = 0.25
 SEEP_FLAT_SHARE = 0.5
 SEEP_TREND_SHARE = 0.25
 SEEP_MIN_LINE_SHARE = 0.25
+#: ... and less than the line holds: a seep that gave back the whole line within an
+#: off period would have emptied it before the restart, and the fill would show the
+#: kink the excess measures. (A shower stepping a dry-weather inflow up 4.6-fold gave
+#: 1.07 line volumes a period on clean-238; the sweep's slow leaks give 0.35-0.56.)
+SEEP_MAX_LINE_SHARE = 1.0
 
 # --- continuous run (stuck float) ------------------------------------------------
 #: A normal cycle empties the band between the marks in well under a minute; a

@@ -58,6 +58,7 @@ from gateway.rules.thresholds import (
     SEEP_AFTER,
     SEEP_BEFORE,
     SEEP_FLAT_SHARE,
+    SEEP_MAX_LINE_SHARE,
     SEEP_MIN_LINE_SHARE,
     SEEP_MIN_SAMPLES,
     SEEP_MIN_SPAN,
@@ -326,7 +327,7 @@ def _step(fills: list[_Fill], line_cm: float) -> _Seep | None:
     seconds = statistics.median([f.seconds for f in fills[-SEEP_AFTER:]])
     extra_cm = step * seconds
     low = max(BACKFLOW_MIN_CM, SEEP_MIN_LINE_SHARE * line_cm)
-    if not low <= extra_cm <= BACKFLOW_MAX_LINE_SHARE * line_cm:
+    if not low <= extra_cm <= SEEP_MAX_LINE_SHARE * line_cm:
         return None
     return _Seep(before, step, extra_cm)
 
