@@ -10,7 +10,7 @@ import pytest
 
 from firmware_sim.scoring import RuleScore, score_sweep
 from firmware_sim.sweep import build_sweep, interval_reports_only, select_cases
-from gateway.domain import FindingChange, Severity
+from gateway.domain import FindingChange, FindingEvent, Severity
 from gateway.rules.sequences import Faults, MiniSump, engine_for, feed, make_site, opened
 from gateway.rules.thresholds import SHORT_CYCLE_CLEAR_AFTER
 from tests.test_detectors_sweep import CASES, random_house, run_case
@@ -185,47 +185,44 @@ def _rain(base_lpm: float, peak_lpm: float) -> list[float]:
     return rise + recede
 
 
-def test_heavy_rain_on_a_healthy_valve_is_not_a_seep() -> None:
-    # Heavy rain triples the inflow (and the start rate) over two hours, on the
-    # long line whose volume would bound a seep of that size.
+def _weather_on_a_long_line(
+    inflows_lpm: list[float], base_lpm: float = 4.0, faults: Faults | None = None
+) -> list[FindingEvent]:
+    """Two dry hours on a healthy valve and a 25 m line (whose volume would bound a
+    seep of the size the weather brings), then the inflow of each 5 minutes in turn
+    (with ``faults`` for that time), then an hour without them."""
     site = make_site(pipe_inside_diameter_in=1.5, line_length_m=25.0)
     engine = engine_for(site)
-    sim = MiniSump(site, START, noise=0.5, inflow_lpm=4.0, inflow_jitter=0.03)
+    sim = MiniSump(site, START, noise=0.5, inflow_lpm=base_lpm, inflow_jitter=0.03)
     events = feed(engine, sim.run(2 * 3600))
-    for inflow in _rain(4.0, 12.0):
+    sim.faults = faults or Faults()
+    for inflow in inflows_lpm:
         sim.inflow_lpm = inflow
         events += feed(engine, sim.run(300))
+    sim.faults = Faults()
+    return events + feed(engine, sim.run(3600))
+
+
+def test_heavy_rain_on_a_healthy_valve_is_not_a_seep() -> None:
+    # Heavy rain triples the inflow (and the start rate) over two hours.
+    events = _weather_on_a_long_line(_rain(4.0, 12.0))
     assert opened(events, "short_cycling") == []
 
 
 def test_a_shower_whose_store_recedes_over_hours_is_not_a_seep() -> None:
-    # A short heavy shower steps the inflow up within one off period (5 -> 7 L/min,
-    # the extra water per period within the 25 m line's volume, as a seep's would
-    # be), and the drain tile's store then recedes with a 4 h time constant: over
-    # an hour the fill rate looks as flat as a seep's. A seep does not recede.
-    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=25.0)
-    engine = engine_for(site)
-    sim = MiniSump(site, START, noise=0.5, inflow_lpm=5.0, inflow_jitter=0.03)
-    events = feed(engine, sim.run(2 * 3600))
-    for k in range(72):  # six hours in 5-minute steps
-        sim.inflow_lpm = 5.0 + 2.5 * math.exp(-k * 5 / 240)
-        events += feed(engine, sim.run(300))
+    # A short heavy shower steps the inflow up within one off period (5 -> 7.5 L/min,
+    # the extra water per period within the line's volume, as a seep's would be),
+    # and the drain tile's store then recedes with a 4 h time constant: over an hour
+    # the fill rate looks as flat as a seep's. A seep does not recede.
+    shower = [5.0 + 2.5 * math.exp(-k * 5 / 240) for k in range(72)]  # six hours
+    events = _weather_on_a_long_line(shower, base_lpm=5.0)
     assert opened(events, "short_cycling") == []
 
 
 def test_a_storm_tee_on_a_healthy_valve_is_not_a_seep() -> None:
     # The owner puts a tee's hose in for the storm: half the pumped water goes down
     # it while the rain raises the inflow; the outlet sees less, the pit fills faster.
-    site = make_site(pipe_inside_diameter_in=1.5, line_length_m=25.0)
-    engine = engine_for(site)
-    sim = MiniSump(site, START, noise=0.5, inflow_lpm=4.0, inflow_jitter=0.03)
-    events = feed(engine, sim.run(2 * 3600))
-    sim.faults = Faults(sanitary_share=0.5)
-    for inflow in _rain(4.0, 12.0):
-        sim.inflow_lpm = inflow
-        events += feed(engine, sim.run(300))
-    sim.faults = Faults()
-    events += feed(engine, sim.run(3600))
+    events = _weather_on_a_long_line(_rain(4.0, 12.0), faults=Faults(sanitary_share=0.5))
     assert opened(events, "short_cycling") == []
 
 
