@@ -220,14 +220,21 @@ def swept() -> tuple[dict[str, Tally], list[Outcome]]:
 PRECISION_FLOOR = {
     "sanitary_discharge": 0.9,
     "frozen_line": 0.95,
-    "pump_failure": 0.85,
+    "pump_failure": 0.95,  # 0.89 until a failed valve's rapid restarts stopped reading as a stall
     "short_cycling": 0.95,
     "continuous_run": 0.95,
 }
 # Sanitary pools sparse outlet samples over many cycles before judging (a run 0-2
 # samples fell in says next to nothing): a 25 % diversion at a house sampling every
 # 20-30 s can take longer than the 3 h each case runs after the onset.
-RECALL_FLOOR = {"sanitary_discharge": 0.75, "frozen_line": 0.95, "pump_failure": 0.95}
+# Short cycling: 2 of the 4 failed valves on seeds 1-4 (0.12 before the eleventh round);
+# the leaking valves (3 L/min) and the failed ones on noisy 15 s pit nodes are missed.
+RECALL_FLOOR = {
+    "sanitary_discharge": 0.75,
+    "frozen_line": 0.95,
+    "pump_failure": 0.95,
+    "short_cycling": 0.25,
+}
 
 
 @pytest.mark.parametrize("rule", SCORED)
