@@ -133,7 +133,8 @@ SHORT_CYCLE_CLEAR_AFTER = timedelta(hours=3)
 RECIRC_RETURNS = 3
 RECIRC_SPAN = timedelta(minutes=10)
 #: The window's mean must clear the threshold by this many standard errors of the
-#: site's own excess (its scatter over the last SHORT_CYCLE_HISTORY periods).
+#: site's own excess (its scatter read from the differences between its last
+#: SHORT_CYCLE_HISTORY periods: a failed valve's step is one difference, not scatter).
 SHORT_CYCLE_SE_FACTOR = 2.0
 SHORT_CYCLE_HISTORY = 12
 #: With the pump off the level only rises (the pump is the pit's only outlet; a
