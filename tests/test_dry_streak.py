@@ -9,13 +9,10 @@ FLOWING, BEFORE_THE_WATER = 0.3, 0.85
 
 
 def _clean_history(streak: DryStreak, cycles: int) -> None:
-    """Clean blocks of ten cycles: samples sweep the phases, caught below 0.6."""
+    """Clean cycles: samples sweep the phases, caught below 0.6."""
     for i in range(cycles):
         phase = (i * 0.37) % 1.0
         streak.observe(phase < 0.6, phase)
-        if i % 10 == 9:
-            streak.learn()
-            streak.end_block()
 
 
 def _misses(streak: DryStreak, n: int, phase: float | None = None) -> None:
@@ -67,26 +64,57 @@ def test_a_streak_no_longer_than_the_clean_history_allows_is_no_evidence() -> No
     streak.observe(True, FLOWING)  # the history's last streak ends here
     _misses(streak, 40, phase=BEFORE_THE_WATER)
     streak.observe(True, FLOWING)
-    streak.learn()
-    streak.end_block()
     _misses(streak, LOCK_FACTOR * 40)
     assert not streak.improbable()
     _misses(streak, 1)
     assert streak.improbable()
 
 
-def test_a_streak_through_a_block_that_did_not_calibrate_never_becomes_normal() -> None:
+def test_a_streak_through_a_block_that_looked_diverted_never_becomes_normal() -> None:
     # A diversion's misses end with a catch once the hose is gone: the streak must
     # not teach the site that such streaks are normal.
     streak = DryStreak()
     _clean_history(streak, 400)
-    _misses(streak, 80)
-    streak.end_block()  # judged diverted: not learned
+    _misses(streak, 30)
+    streak.taint()  # a block closed looking diverted
     streak.observe(True, FLOWING)
-    streak.learn()
-    streak.end_block()
     _misses(streak, 60)
     assert streak.improbable()
+
+
+def test_a_streak_that_became_evidence_never_becomes_normal() -> None:
+    # A night-only hose: the night's streak grows improbable, the morning's first
+    # run is caught; the next night must be found as fast.
+    streak = DryStreak()
+    _clean_history(streak, 400)
+    _misses(streak, 60)
+    assert streak.improbable()
+    streak.observe(True, FLOWING)
+    _misses(streak, 60)
+    assert streak.improbable()
+
+
+def test_clean_cycles_teach_the_catch_rate_as_they_come() -> None:
+    # No block needs to calibrate first: a sparse site closes few, and a site with a
+    # few hours of history must still weigh a miss.
+    streak = DryStreak()
+    for _ in range(MIN_CAUGHT):
+        streak.observe(True, FLOWING)
+    rate = streak.catch_rate(FLOWING)
+    assert rate is not None and rate > 0.5
+
+
+def test_a_seldom_seen_phase_borrows_its_neighbours_rate() -> None:
+    streak = DryStreak()
+    for _ in range(MIN_CAUGHT):
+        streak.observe(True, 0.35)  # bin 3 only
+    streak.observe(True, 0.25)  # bin 2: one cycle, caught
+    streak.observe(False, 0.55)  # bin 5: one cycle, missed
+    streak.observe(True, 0.35)
+    borrowed = streak.catch_rate(0.25)
+    assert borrowed is not None and borrowed > 0.5
+    assert streak.catch_rate(0.55) == 0.0  # its own cycle missed: no rate above that
+    assert streak.catch_rate(0.95) == 0.0  # no neighbour within reach was seen
 
 
 def test_a_line_not_held_full_breaks_the_streak() -> None:

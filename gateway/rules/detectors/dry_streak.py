@@ -37,10 +37,18 @@ BINS = 10
 #: cycles a phase bin needs before its own rate counts.
 MIN_CAUGHT = 10
 MIN_BIN_CYCLES = 5
+#: A phase bin with fewer clean cycles pools with this many neighbours either side
+#: at most (a tenth of the interval each): a site with a few hours of history has
+#: seen 3-7 cycles a bin, and a full diversion's streak found no phase it could
+#: weigh (randomised houses 1 and 2: 90 cycles without water, no finding).
+POOL_BINS = 2
 #: A streak this improbable under health (natural log) is evidence of a dry outlet.
 #: Every catch starts a streak: 1,000 sites catching a few hundred cycles a day each
 #: start ~10^8 streaks a year, so 1e-9 meets one by chance about once a decade.
 LOG_ALPHA = math.log(1e-9)
+#: A streak this improbable under health is already evidence enough that it never
+#: joins the history, whatever comes of it (a clean site's streaks stay far above).
+TAINT_LOG = LOG_ALPHA / 2
 #: A streak must also be this many times the longest the clean history showed.
 LOCK_FACTOR = 2
 #: No cycle is ever taken as more sure to be caught than this (a meter drops a
@@ -65,24 +73,24 @@ def wilson_low(caught: int, cycles: int, z: float = RATE_SIGMAS) -> float:
 
 
 class DryStreak:
-    """The site's catch rate per phase from clean cycles, and the running streak.
+    """The site's catch rate per phase from its cycles, and the running streak.
 
-    Cycles are observed as they are judged; their counts join the clean history only
-    once the block they belong to calibrates (``learn``), and a streak's misses only
-    once a catch has ended it inside clean blocks: a diversion's misses must not
-    teach the site that misses are normal (the block an episode starts in can still
-    calibrate on the readings before the onset). ``end_block`` drops what was not
-    learned, and a streak running through such a block never counts.
+    Cycles are observed as they are judged. A caught cycle joins the history at once,
+    with the misses of the streak it ends: a hose or tee that leaves some water for
+    the outlet does not change whether a sample taken while it flows reads flowing,
+    so only a streak's misses can carry a diversion, and they wait for the catch
+    that ends them. A streak that became evidence on its way (``TAINT_LOG``) or ran
+    through a block that looked diverted (``taint``) is a diversion's, and never
+    joins the history: it must not teach the site that such streaks are normal.
+    (Until the twelfth round the history learned only from blocks that calibrated
+    the outlet/pit ratio; a sparse site closes few blocks, and one with a few hours
+    of history had too few cycles to weigh any miss.)
     """
 
     __slots__ = (
         "_caught",
         "_cycles",
-        "_learned",
         "_longest",
-        "_open_caught",
-        "_open_cycles",
-        "_open_longest",
         "_streak",
         "_streak_log",
         "_tainted",
@@ -90,20 +98,14 @@ class DryStreak:
     )
 
     def __init__(self) -> None:
-        #: Clean history per phase bin: cycles caught flowing, and cycles; the
-        #: longest streak of misses a catch ended. Allocated on first use (most
-        #: sites' state is small; a village holds thousands).
+        #: History per phase bin: cycles caught flowing, and cycles; the longest
+        #: streak of misses a catch ended. Allocated on first use (most sites'
+        #: state is small; a village holds thousands).
         self._caught: array[int] | None = None
         self._cycles: array[int] | None = None
         self._longest = 0
-        #: The open block's counts up to its last catch and the longest streak a
-        #: catch ended in it; the running streak's misses per bin.
-        self._open_caught: array[int] | None = None
-        self._open_cycles: array[int] | None = None
-        self._open_longest = 0
+        #: The running streak's misses per bin, and whether it is a diversion's.
         self._trailing: array[int] | None = None
-        self._learned = False
-        #: The running streak went through a block that did not calibrate.
         self._tainted = False
         self._streak = 0
         self._streak_log = 0.0
@@ -119,19 +121,30 @@ class DryStreak:
         if self._caught is None or self._cycles is None or sum(self._caught) < MIN_CAUGHT:
             return None
         i = _bin(phase)
-        if self._cycles[i] < MIN_BIN_CYCLES:
-            return 0.0  # a phase seldom seen: its misses weigh nothing
-        return wilson_low(self._caught[i], self._cycles[i])
+        caught, cycles = self._caught[i], self._cycles[i]
+        if cycles >= MIN_BIN_CYCLES:
+            return wilson_low(caught, cycles)
+        # A phase seldom seen borrows from its neighbours (the outlet flows over a
+        # window of the run, so nearby phases are caught alike), never beyond
+        # POOL_BINS either side, and never above the share its own cycles showed:
+        # a phase whose few cycles all missed stays worthless as evidence.
+        for width in range(1, POOL_BINS + 1):
+            lo, hi = max(0, i - width), min(BINS, i + width + 1)
+            pooled = sum(self._cycles[lo:hi])
+            if pooled >= MIN_BIN_CYCLES:
+                rate = wilson_low(sum(self._caught[lo:hi]), pooled)
+                return min(rate, caught / cycles) if cycles else rate
+        return 0.0  # a phase seldom seen: its misses weigh nothing
 
     def observe(self, caught: bool, phase: float) -> None:
         """One judged cycle: whether a flowing reading came, and the phase of the
         first outlet sample after its start (share of the interval)."""
         i = _bin(phase)
         if caught:
-            cycles = self._open_cycles = self._open_cycles or _counts()
-            hits = self._open_caught = self._open_caught or _counts()
+            hits = self._caught = self._caught or _counts()
+            cycles = self._cycles = self._cycles or _counts()
             if not self._tainted and self._trailing is not None:
-                self._open_longest = max(self._open_longest, self._streak)
+                self._longest = max(self._longest, self._streak)
                 for j, n in enumerate(self._trailing):
                     cycles[j] += n
             hits[i] += 1
@@ -146,34 +159,21 @@ class DryStreak:
             # Cycles judged before the history could say add nothing: they cannot
             # count against health.
             self._streak_log += math.log(1.0 - min(MAX_CATCH, rate))
+            if self._streak_log <= TAINT_LOG:
+                self._tainted = True
 
     def break_streak(self) -> None:
-        """A cycle whose outlet's silence is no miss (a line not held full answers
+        """A cycle whose outlet's silence is no miss (a line that emptied answers
         late), or a catch: the streak starts again. Cycles not judged at all (a lost
         outlet report, float chatter) neither count nor break it."""
         self._streak, self._streak_log = 0, 0.0
         self._trailing, self._tainted = None, False
 
-    def learn(self) -> None:
-        """The open block was clean: its cycles up to its last catch join the history
-        (the running streak's stay open until a catch ends it)."""
-        if self._open_cycles is not None and self._open_caught is not None:
-            caught = self._caught = self._caught or _counts()
-            cycles = self._cycles = self._cycles or _counts()
-            for j in range(BINS):
-                caught[j] += self._open_caught[j]
-                cycles[j] += self._open_cycles[j]
-        self._longest = max(self._longest, self._open_longest)
-        self._learned = True
-
-    def end_block(self) -> None:
-        """The open block was judged: what it did not teach is dropped, and a streak
-        running through a block that did not calibrate never joins the history."""
-        if not self._learned and self._streak:
+    def taint(self) -> None:
+        """The running streak went through a block that looked diverted: its misses
+        never join the history."""
+        if self._streak:
             self._tainted = True
-        self._open_caught = self._open_cycles = None
-        self._open_longest = 0
-        self._learned = False
 
     def improbable(self) -> bool:
         """The running streak is evidence of a dry outlet."""

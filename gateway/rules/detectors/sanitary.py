@@ -111,6 +111,13 @@ RUN_COUNT_VARIANCE = 0.25
 MIN_SURE_DRY_SAMPLES = 3
 #: Flowing outlet samples that show the outlet's rate well enough to judge a block.
 MIN_RATE_SAMPLES = 2
+#: Water back in the pit after a stop, as a share of what the line holds, that shows
+#: the line emptied (a failed valve): the next run refills it before the outlet
+#: answers, so that cycle's silence is no miss and the streak starts again. A
+#: smaller return (the level's noise read as one, or a slow seep) leaves the cycle
+#: out of the streak without ending it: noise on a 1-2 cm pit ended every few
+#: cycles' streak, and a full diversion there was never found (randomised house 4).
+LINE_EMPTIED_SHARE = 0.5
 #: Judge a cycle with what we have once the pit has moved on this far.
 GIVE_UP_AFTER = timedelta(minutes=5)
 #: A level still rising faster than the inflow by more than this (plus 3 noise
@@ -371,6 +378,7 @@ class SanitaryDischargeDetector:
         self._recent: LazyDeque[BlockResult] = LazyDeque(maxlen=8)
         self._episode = Balance(0.0, 0.0)
         self._line_held = True
+        self._line_emptied = False
         self._prev_leak_back = False
         #: The previous cycle's end, the last off periods' lengths (s), and the length
         #: of the off period the latest fill was measured in.
@@ -481,6 +489,13 @@ class SanitaryDischargeDetector:
         leak_back = returned > max(BACKFLOW_MIN_CM, 4.0 * state.cycles.level_noise_cm())
         self._line_held = not (leak_back or self._prev_leak_back)
         self._prev_leak_back = leak_back
+        # A line that gave back much of what it holds makes the next run refill it
+        # before the outlet answers; a return of a few cm may be the level's noise
+        # (the run's low is the lowest of several noisy samples) or a slow seep, and
+        # shifts the outlet's answer by a second or two.
+        self._line_emptied = leak_back and returned >= LINE_EMPTIED_SHARE * state.ctx.cm(
+            state.ctx.line_volume_l
+        )
         stale_error = self._stale_inflow_error(c, state)
         if not drained or not big:
             self._skip(c, state)
@@ -600,14 +615,8 @@ class SanitaryDischargeDetector:
         sure, wet_offsets, dry_offsets, run_start = self._run_samples(c, state, end)
         if not sure and self._averaging_meter() and self._counted_dry(window, pit_l, state):
             sure = window[-1:]
-        verdict: Verdict | None = None
-        if self._block.wet_flows and sure and all(o.flow_lpm < FLOW_PRESENT_LPM for o in window):
-            # A run whose outlet read dry while the pump surely ran (and had filled the
-            # line) is not pooled with runs that flowed: the flowing runs' rate x this
-            # run's time would count water its own samples say never came. The open
-            # block is judged on its own, and this run starts the next.
-            closing, self._block = self._block, _Block()
-            verdict = self._close_block(closing, state)
+        self._count_miss(window, run_start, state)
+        verdict = self._close_before_dry_run(window, bool(sure), state)
         b = self._block
         inflow_var, noise_var, trend_var = variances
         b.pit_var += inflow_var + noise_var
@@ -625,7 +634,6 @@ class SanitaryDischargeDetector:
         b.timed = b.timed and timed
         run_s = self._run_seconds(c, state, timed)
         b.run_s += run_s
-        self._count_miss(window, run_start, state)
         if timed:
             b.run_var += self._run_variance(run_s, state, timed)
         else:
@@ -655,17 +663,37 @@ class SanitaryDischargeDetector:
             self._untimed_mean.append(b.untimed_s / b.untimed_runs)
         return self._close_block(b, state) or verdict
 
+    def _close_before_dry_run(
+        self, window: list[OutletSample], sure: bool, state: SiteState
+    ) -> Verdict | None:
+        """A run whose outlet read dry while the pump surely ran (and had filled the
+        line), or that makes the streak of runs without water improbable, is not
+        pooled with runs that flowed: the flowing runs' rate x this run's time would
+        count water its own samples say never came. The open block is judged on its
+        own, and this run starts the next. (A block of runs the pit cannot time pools
+        up to 120 cycles: one that began before a hose went in held its flowing
+        readings for hours.)"""
+        if not self._block.wet_flows or any(o.flow_lpm >= FLOW_PRESENT_LPM for o in window):
+            return None
+        if not (sure or self._misses.improbable()):
+            return None
+        closing, self._block = self._block, _Block()
+        return self._close_block(closing, state)
+
     def _count_miss(
         self, window: list[OutletSample], run_start: datetime, state: SiteState
     ) -> None:
         """Whether this cycle's outlet showed a flowing reading, at the phase its
         samples fell against the run, for the streak of cycles without one
-        (``DryStreak``). A line not held full behind its check valve answers late
+        (``DryStreak``). A line that emptied behind its check valve answers late
         (the next run refills it first), so such a cycle's silence is no miss: the
-        streak starts again."""
-        if not self._line_held:
+        streak starts again. A cycle whose line may not have been held full but
+        did not empty is left out of the streak."""
+        if self._line_emptied:
             self._misses.break_streak()
             return
+        if not self._line_held:
+            return  # neither a miss nor a catch: the streak goes on
         interval = max(state.outlet.interval_s, 1.0)
         first = next((o for o in window if o.ts >= run_start), None)
         if first is None or (first.ts - run_start).total_seconds() >= interval:
@@ -822,9 +850,7 @@ class SanitaryDischargeDetector:
             b.info = float(b.sure_dry)
         else:
             b.info = max(b.run_s / max(state.outlet.interval_s, 1.0), 1.0)
-        verdict = self._judge(b, state)
-        self._misses.end_block()
-        return verdict
+        return self._judge(b, state)
 
     def _skip(self, c: PumpCycle, state: SiteState) -> None:
         """A cycle not judged: the outlet up to its start (the last judged run's tail)
@@ -1083,6 +1109,8 @@ class SanitaryDischargeDetector:
         self._recent.append(result)
         if share >= DIVERTED_LOOKING:
             self._last_diverted = b.end
+        if share >= DIVERTED_LOOKING or self.active:
+            self._misses.taint()
         if not self.active:
             self._calibrate(b, share, sigma, calibrated, state)
         if not self.active and self._up >= SPRT_HEIGHT:
@@ -1141,7 +1169,6 @@ class SanitaryDischargeDetector:
         # The meter's kind, only from clean blocks: a diversion's readings say what
         # the diversion does to the outlet, not how the meter reads.
         self._learn_meter(b.wet_flows)
-        self._misses.learn()
         self._calib_wet.extend(b.wet_offsets)
         self._calib_dry.extend(b.dry_offsets)
         if b.wet_flows:
