@@ -157,7 +157,14 @@ def web_settings(gateway_settings: Settings) -> Settings:
 
 async def _serve(settings: Settings, broker: BrokerProcess) -> AsyncIterator[LiveApp]:
     app = create_app(settings)
-    port = free_port()
+    # Bound here and handed to uvicorn, never closed in between: a port picked free
+    # and bound later can be taken meanwhile (another worker's broker, a browser's
+    # outgoing connection), and one such "address already in use" broke every later
+    # live-app test of that worker.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
     # Served as `sumpwatch gateway` serves it (no proxy headers believed unless configured).
     config = server_config(
         app,
@@ -166,7 +173,7 @@ async def _serve(settings: Settings, broker: BrokerProcess) -> AsyncIterator[Liv
     )
     config.timeout_graceful_shutdown = 1
     server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock]))
 
     async def started() -> bool:
         if task.done():
@@ -190,6 +197,7 @@ async def _serve(settings: Settings, broker: BrokerProcess) -> AsyncIterator[Liv
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, timeout=15)
+        sock.close()
 
 
 @pytest_asyncio.fixture(loop_scope="session")
