@@ -264,6 +264,27 @@ def test_a_clean_week_with_pulse_counting_outlet_meters_raises_no_finding(name: 
     _assert_a_clean_week_raises_nothing(case)
 
 
+def test_a_pulse_counter_whose_runs_fit_its_interval_is_not_judged_an_instant_meter() -> None:
+    # clean-424: 30 s nodes, 11 s runs. Each run fell inside one counting interval,
+    # so its readings looked like an instant meter's and the kind was decided
+    # instant; rate x run time then read a third of the pit's volume, no block ever
+    # calibrated, and the clean house opened a 43 % diversion against the prior
+    # (5 of the 200 clean weeks so, with the shipped nodes' reporting).
+    (case,) = mean_flow_readings(interval_reports_only([_sweep_case("clean-424")]))
+    _assert_a_clean_week_raises_nothing(case)
+
+
+def test_a_hose_behind_a_pulse_counter_opens_within_a_block_at_an_untimed_pit() -> None:
+    # diversion-121: 30 s nodes, 75 % to a hose. The counter's litres read 0.31 of the
+    # pit's against a normal 1.25, block after block, yet each block carried the
+    # untimed runs' error (a volume no run time entered) and the finding took a day.
+    (case,) = mean_flow_readings(interval_reports_only([_sweep_case("diversion-121")]))
+    rule = score_sweep([case], workers=1).total.rules["sanitary_discharge"]
+    assert rule.detected_labels == rule.labels == 1
+    assert rule.matched_findings == rule.findings
+    assert rule.delays_cycles and rule.delays_cycles[0] <= 10
+
+
 def test_the_sweep_report_renders_as_markdown_for_the_docs(smoke: SweepScore) -> None:
     from firmware_sim.report import markdown_report
 

@@ -174,6 +174,10 @@ AVERAGING_PARTIAL_SHARE = 0.1
 #: Such flowing readings seen before the meter's kind is decided (until then both
 #: volumes must show the water missing).
 METER_KIND_READINGS = 30
+#: Clean-looking blocks in a row whose instant reading falls under the physical prior
+#: while the counted one sits inside it, after which a meter decided instant is
+#: doubted for good (``_doubt_meter_kind``).
+KIND_CONTRADICTIONS = 3
 #: A pulse counter's zero reading counts as a dry outlet only where the overlap of its
 #: interval with the certain run would have read this many times the flowing level
 #: at the site's normal flow, and at least this many seconds.
@@ -390,6 +394,10 @@ class SanitaryDischargeDetector:
         self._wet_readings = 0
         self._partial_readings = 0
         self._meter_kind: bool | None = None
+        #: Blocks in a row contradicting an instant meter, and whether the kind was
+        #: doubted (then it stays unknown: both volumes must show the water missing).
+        self._kind_contradictions = 0
+        self._kind_doubted = False
         #: Mean estimated run time of the untimed runs of each recent block, s.
         self._untimed_mean: LazyDeque[float] = LazyDeque(maxlen=UNTIMED_HISTORY)
         self._fill_off_s: LazyDeque[float] = LazyDeque(maxlen=STALE_OFF_PERIODS)
@@ -869,7 +877,7 @@ class SanitaryDischargeDetector:
         """Count a clean block's flowing readings towards the meter's kind, each against
         the block's highest (``PARTIAL_READING_SHARE``), until the kind is decided
         (``METER_KIND_READINGS``, ``AVERAGING_PARTIAL_SHARE``)."""
-        if self._meter_kind is not None or len(flows) < 2:
+        if self._meter_kind is not None or self._kind_doubted or len(flows) < 2:
             return
         high = max(flows)
         self._wet_readings += len(flows)
@@ -878,6 +886,31 @@ class SanitaryDischargeDetector:
             self._meter_kind = self._partial_readings >= (
                 AVERAGING_PARTIAL_SHARE * self._wet_readings
             )
+
+    def _doubt_meter_kind(self, instant: float, counted: float, low: float) -> None:
+        """Un-decide an instant meter its own volumes contradict.
+
+        A pulse counter whose runs fit inside its interval reads each run as one
+        fraction of the rate, the same fraction run after run (a pump whose period
+        locks to the node's never straddles two reports): its readings look like an
+        instant meter's, and the kind was decided instant. Its rate x the run time
+        then reads a third of what the pit pumped, cycle after cycle, below any
+        healthy ratio, so no block ever calibrated and a clean house was judged a
+        40-50 % diversion against the prior (5 of 200 clean weeks with the shipped
+        nodes' reporting, twelfth round). The counted volume is right for either
+        kind in the long run; where it sits inside the physical prior while the
+        instant reading sits under it, block after block, the instant reading is
+        the wrong one. A real tee or hose lowers both alike, and never makes this
+        contradiction. The kind then stays unknown: water is called missing only
+        where both readings say so."""
+        if self._meter_kind is not False:
+            return
+        if instant < low <= counted <= HEALTHY_RATIO_HIGH:
+            self._kind_contradictions += 1
+        else:
+            self._kind_contradictions = 0
+        if self._kind_contradictions >= KIND_CONTRADICTIONS:
+            self._meter_kind, self._kind_doubted = None, True
 
     def _averaging_meter(self) -> bool | None:
         """Whether this site's outlet meter reads the mean flow since its last report
@@ -953,6 +986,18 @@ class SanitaryDischargeDetector:
         mean = b.untimed_s / b.untimed_runs
         each = mean * (interval - mean) if mean < interval else interval**2 / 6.0
         return b.run_var + b.untimed_runs * each
+
+    def _judged_run_var(self, b: _Block, state: SiteState) -> float:
+        """The run time's variance where the judged outlet volume rests on it (the
+        rate x the run time), 0 where it is a pulse counter's counted volume: its
+        litres are counted, not timed (an instant meter's count is a sample of the
+        runs, and keeps the run time's error as before). (A 75 % hose at a 30 s pit node that cannot
+        time its runs read 0.31 of the pit's volume against a normal 1.25, block
+        after block, and took a day to open: each block carried the untimed runs'
+        error, half the share, for a volume no run time entered.)"""
+        if self._averaging_meter() and b.balance.outlet_l <= b.outlet_l:
+            return 0.0
+        return self._run_var(b, state)
 
     @staticmethod
     def _run_variance(run_s: float, state: SiteState, timed: bool) -> float:
@@ -1102,7 +1147,7 @@ class SanitaryDischargeDetector:
         assert b.end is not None
         share, i, normal, unit, calibrated = self._share(b)
         share = self._refill_explained(b, share, state)
-        sigma = self._block_sigma(b, unit, self._run_var(b, state))
+        sigma = self._block_sigma(b, unit, self._judged_run_var(b, state))
         persistence = self._persistence(normal, i) if calibrated else 1.0
         self._cusum(share, sigma * math.sqrt(persistence))
         result = BlockResult(b.end, b.cycles, b.balance.pit_l, b.balance.outlet_l, share)
@@ -1154,17 +1199,21 @@ class SanitaryDischargeDetector:
         pit_rel = b.pit_var / b.pit_l**2 if b.pit_l > 0 else 1.0
         inflow_rel = b.inflow_var / b.pit_l**2 if b.pit_l > 0 else 1.0
         trend_rel = b.trend_var / b.pit_l**2 if b.pit_l > 0 else 1.0
+        inflow_known = max(inflow_rel, trend_rel) <= CALIB_MAX_PIT_REL**2
+        if not b.bounded and inflow_known and b.pit_l > 0:
+            self._doubt_meter_kind(b.instant_l / b.pit_l, b.both_l / b.pit_l, low)
         if not plausible or outlier or b.bounded or self._up >= SPRT_HEIGHT / 2:
             return
         # The outlet's own behaviour (when it flows, at what rate) does not rest on
         # the pit's inflow term; the ratio does.
         # Both readings of the ratio are learned: a ratio read one way must never
         # judge blocks read the other (the meter's kind may become known later).
-        if max(inflow_rel, trend_rel) <= CALIB_MAX_PIT_REL**2:
+        if inflow_known:
             ratios = (b.instant_l / b.pit_l, b.both_l / b.pit_l)
             self._calib.append(ratios)
             self._calib_weight.append(1.0 / sigma**2)
-            run_rel = self._run_var(b, state) / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
+            run_var = self._judged_run_var(b, state)
+            run_rel = run_var / b.run_s**2 if b.wet_flows and b.run_s > 0 else 0.0
             self._calib_info.append((ratios, pit_rel + run_rel, b.info))
         # The meter's kind, only from clean blocks: a diversion's readings say what
         # the diversion does to the outlet, not how the meter reads.
