@@ -73,9 +73,11 @@ def test_a_streak_no_longer_than_the_clean_history_allows_is_no_evidence() -> No
 def test_a_streak_through_a_block_that_looked_diverted_never_becomes_normal() -> None:
     # A diversion's misses end with a catch once the hose is gone: the streak must
     # not teach the site that such streaks are normal.
+    # Its misses here fall where clean cycles miss too, so only the block's verdict
+    # can mark them as a diversion's.
     streak = DryStreak()
     _clean_history(streak, 400)
-    _misses(streak, 30)
+    _misses(streak, 40, phase=BEFORE_THE_WATER)
     streak.taint()  # a block closed looking diverted
     streak.observe(True, FLOWING)
     _misses(streak, 60)

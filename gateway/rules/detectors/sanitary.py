@@ -990,11 +990,13 @@ class SanitaryDischargeDetector:
     def _judged_run_var(self, b: _Block, state: SiteState) -> float:
         """The run time's variance where the judged outlet volume rests on it (the
         rate x the run time), 0 where it is a pulse counter's counted volume: its
-        litres are counted, not timed (an instant meter's count is a sample of the
-        runs, and keeps the run time's error as before). (A 75 % hose at a 30 s pit node that cannot
-        time its runs read 0.31 of the pit's volume against a normal 1.25, block
-        after block, and took a day to open: each block carried the untimed runs'
-        error, half the share, for a volume no run time entered.)"""
+        litres are counted, not timed. An instant meter's count is a sample of the
+        runs and keeps the run time's error as before.
+
+        A 75 % hose behind a 30 s pit node that cannot time its runs read 0.31 of
+        the pit's volume against a normal 1.25, block after block, and never opened
+        in the day it ran: each block carried the untimed runs' error, half the
+        share, for a volume no run time entered (diversion-121, twelfth round)."""
         if self._averaging_meter() and b.balance.outlet_l <= b.outlet_l:
             return 0.0
         return self._run_var(b, state)
